@@ -1,0 +1,113 @@
+# detach: top-level build.  `make`, `make test`, `make bench`, `make install PREFIX=...`
+# Objects go to build/; quiet by default, V=1 prints full commands.
+
+VERSION  := 0.1.0
+CC       ?= gcc
+PREFIX   ?= /usr/local
+BUILD    := build
+
+# snprintf truncation is checked where it matters; the warning cannot tell.
+WARN     := -Wall -Wextra -Werror -Wno-format-truncation
+CFLAGS   ?= -O2 -g
+CFLAGS   += $(WARN) -std=gnu11 -D_GNU_SOURCE -fPIC -Iinclude -Isrc \
+            -DDETACH_VERSION='"$(VERSION)"' -MMD -MP
+LDLIBS   += -lm -lpthread
+
+ifeq ($(V),1)
+Q :=
+msg = @true
+else
+Q := @
+msg = @printf '  %-7s %s\n' $(1) $(2)
+endif
+
+# --- the shared helper library (src/lib), linked into every program ---------
+LIB_SRC  := $(wildcard src/lib/*.c)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIBUTIL  := $(BUILD)/libdtutil.a
+
+# --- the preloaded runtime -------------------------------------------------
+RT_SRC   := $(wildcard src/runtime/*.c) $(wildcard src/runtime/*.S)
+RT_OBJ   := $(patsubst %,$(BUILD)/%.o,$(basename $(RT_SRC)))
+RT_SO    := $(BUILD)/libdetach.so
+# The interception path must not touch SIMD registers behind the program's back
+# and must not be split into cold sections (the wait loop is found by address).
+RT_CFLAGS := -mgeneral-regs-only -fno-reorder-blocks-and-partition \
+             -fno-stack-protector -fvisibility=hidden -ftls-model=initial-exec
+
+# --- the command -------------------------------------------------------------
+CLI_SRC  := $(wildcard src/cli/*.c)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+CLI      := $(BUILD)/detach
+
+# --- benchmarks, tests, examples: one program per .c file ---------------------
+BENCH    := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
+TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/*.c))
+EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
+
+all: $(CLI) $(RT_SO) $(BENCH) $(TESTS) $(EXAMPLES)
+
+$(BUILD)/%.o: %.c
+	$(call msg,CC,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/src/runtime/%.o: src/runtime/%.c
+	$(call msg,CC,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) $(RT_CFLAGS) -c -o $@ $<
+
+$(BUILD)/src/runtime/%.o: src/runtime/%.S
+	$(call msg,AS,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
+
+$(LIBUTIL): $(LIB_OBJ)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(RT_SO): $(RT_OBJ) $(LIBUTIL) src/runtime/libdetach.map
+	$(call msg,LD,$@)
+	$(Q)$(CC) -shared -o $@ $(RT_OBJ) $(LIBUTIL) -Wl,--version-script=src/runtime/libdetach.map \
+		-Wl,-z,defs -Wl,-z,now $(LDLIBS)
+
+$(CLI): $(CLI_OBJ) $(LIBUTIL)
+	$(call msg,LD,$@)
+	$(Q)$(CC) -o $@ $(CLI_OBJ) $(LIBUTIL) $(LDLIBS)
+
+$(BUILD)/bench/% $(BUILD)/tests/% $(BUILD)/examples/%: $(LIBUTIL)
+$(BUILD)/bench/%: bench/%.c $(LIBUTIL)
+	$(call msg,CC,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIBUTIL) $(LDLIBS)
+$(BUILD)/tests/%: tests/%.c $(LIBUTIL) $(wildcard tests/*.h)
+	$(call msg,CC,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIBUTIL) $(LDLIBS)
+$(BUILD)/examples/%: examples/%.c $(LIBUTIL)
+	$(call msg,CC,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIBUTIL) $(LDLIBS)
+
+# Installs what the tests and benchmarks need on a fresh Debian machine, once.
+deps:
+	$(Q)tools/install-deps.sh
+
+test: deps all
+	$(Q)tests/run.sh
+
+bench: deps all
+	$(Q)$(CLI) bench
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/detach
+	install -m 755 $(CLI) $(DESTDIR)$(PREFIX)/bin/detach
+	install -m 755 $(RT_SO) $(DESTDIR)$(PREFIX)/lib/libdetach.so
+	install -m 644 include/detach/*.h $(DESTDIR)$(PREFIX)/include/detach/
+
+clean:
+	rm -rf $(BUILD)
+
+.PHONY: all deps test bench install clean
+.SECONDARY:
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,403 @@
+/* detach run: check the request, then exec the program with the runtime
+ * preloaded.  The command itself changes no system state: the runtime, in
+ * the program, pins, locks and detaches its first thread (src/runtime/init.c). */
+#include "cli/cli.h"
+#include "lib/contract.h"
+#include "lib/util.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct run_opts {
+	cpu_set_t cpus;          /* detached threads */
+	cpu_set_t housekeeping;  /* proxies and every other thread */
+	bool have_hk;
+	char policy[16];         /* o | f:N | r:N */
+	bool mlock;
+	const char *stats;
+	const char *mode;
+	const char *proxy;       /* NULL: chosen by the runtime's default rule */
+	bool verbose;
+};
+
+static int usage(int status)
+{
+	FILE *f = status ? stderr : stdout;
+
+	fprintf(f,
+"usage: detach run [OPTIONS] -- CMD [ARGS...]\n"
+"\n"
+"Runs CMD with its first thread detached: pinned alone on a CPU, every system\n"
+"call carried out by a proxy thread on the housekeeping CPUs.\n"
+"\n"
+"  -c, --cpu LIST          CPUs for detached threads (default: the last CPU of\n"
+"                          the caller's affinity); the first thread takes the first\n"
+"  -H, --housekeeping LIST CPUs for proxies and all other threads (default: every\n"
+"                          other CPU of the caller's affinity)\n"
+"  -P, --priority POLICY   policy of detached threads: o (SCHED_OTHER, default),\n"
+"                          f:N (SCHED_FIFO N), r:N (SCHED_RR N)\n"
+"      --no-mlock          do not mlockall, prefault the stack or advise huge pages\n"
+"      --stats FILE        write per-thread statistics as JSON at exit\n"
+"      --mode MODE         sud: every call traps via Syscall User Dispatch (default);\n"
+"                          rewrite, auto: see docs (need the site-rewriting runtime)\n"
+"      --proxy WAIT        spin: proxies poll continuously; adaptive: spin ~100 us\n"
+"                          after each call, then poll with short sleeps (default:\n"
+"                          spin with 2 or more housekeeping CPUs, else adaptive)\n"
+"  -v, --verbose           the runtime reports what it sets up\n"
+"  -h, --help              this text\n"
+"\n"
+"Exit status: that of CMD (128+N if it was killed by signal N, as a shell\n"
+"reports it); 127 if CMD is not found, 126 if it cannot be executed, 2 for\n"
+"bad usage, 1 for other errors.\n");
+	return status;
+}
+
+static int parse_cpus(const char *what, const char *arg, cpu_set_t *set, const cpu_set_t *allowed)
+{
+	cpu_set_t online;
+	char buf[256];
+	int err = cpulist_parse(arg, set);
+
+	if (err) {
+		cli_err("malformed CPU list for %s: '%s'", what, arg);
+		cli_note("a CPU list looks like 3 or 2-5,8");
+		return -1;
+	}
+	if (cpus_online(&online) == 0) {
+		cpu_set_t off;
+		CPU_XOR(&off, set, &online);
+		CPU_AND(&off, &off, set);
+		if (CPU_COUNT(&off)) {
+			cli_err("%s: CPU %s is not online", what, cpulist_format(&off, buf, sizeof(buf)));
+			return -1;
+		}
+	}
+	cpu_set_t out;
+	CPU_XOR(&out, set, allowed);
+	CPU_AND(&out, &out, set);
+	if (CPU_COUNT(&out)) {
+		cli_err("%s: CPU %s is outside this process's affinity (%s)", what,
+		    cpulist_format(&out, buf, sizeof(buf)),
+		    cpulist_format(allowed, buf + 128, 128));
+		cli_note("run detach from a shell allowed on those CPUs (taskset -p $$)");
+		return -1;
+	}
+	return 0;
+}
+
+static int parse_policy(const char *arg, char *out, size_t len)
+{
+	char *end;
+	long prio;
+
+	if (!strcmp(arg, "o")) {
+		snprintf(out, len, "o");
+		return 0;
+	}
+	if ((arg[0] != 'f' && arg[0] != 'r') || arg[1] != ':')
+		goto bad;
+	errno = 0;
+	prio = strtol(arg + 2, &end, 10);
+	if (errno || *end || end == arg + 2 || prio < 1 || prio > 99)
+		goto bad;
+	snprintf(out, len, "%c:%ld", arg[0], prio);
+	return 0;
+bad:
+	cli_err("bad policy '%s'", arg);
+	cli_note("use o, f:PRIO or r:PRIO with PRIO from 1 to 99");
+	return -1;
+}
+
+/* Finds CMD as execvp would; returns 0, or 127 (not found) / 126. */
+static int resolve_command(const char *cmd, char *path, size_t len)
+{
+	const char *p;
+
+	if (strchr(cmd, '/')) {
+		snprintf(path, len, "%s", cmd);
+		if (access(path, F_OK))
+			return 127;
+		return access(path, X_OK) ? 126 : 0;
+	}
+	p = getenv("PATH");
+	if (!p)
+		p = "/usr/local/bin:/usr/bin:/bin";
+	while (*p) {
+		size_t n = strcspn(p, ":");
+		struct stat st;
+
+		snprintf(path, len, "%.*s%s%s", (int)n, p, n ? "/" : "", cmd);
+		if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0)
+			return 0;
+		p += n;
+		if (*p == ':')
+			p++;
+	}
+	return 127;
+}
+
+/* 1: an ELF executable without a program interpreter (static: the runtime
+ * cannot be preloaded).  Scripts are judged by their interpreter. */
+static int is_static(const char *path, int depth)
+{
+	char buf[256];
+	Elf64_Ehdr eh;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+	int result = 0;
+
+	if (fd < 0)
+		return 0;
+	n = pread(fd, buf, sizeof(buf) - 1, 0);
+	if (n > 2 && buf[0] == '#' && buf[1] == '!' && depth == 0) {
+		buf[n] = '\0';
+		char *interp = buf + 2 + strspn(buf + 2, " \t");
+		interp[strcspn(interp, " \t\n")] = '\0';
+		close(fd);
+		return is_static(interp, 1);
+	}
+	if (n >= (ssize_t)sizeof(eh) && !memcmp(buf, ELFMAG, SELFMAG) && buf[EI_CLASS] == ELFCLASS64) {
+		memcpy(&eh, buf, sizeof(eh));
+		if (eh.e_type == ET_EXEC || eh.e_type == ET_DYN) {
+			result = 1;
+			for (int i = 0; i < eh.e_phnum; i++) {
+				Elf64_Phdr ph;
+				if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + (Elf64_Off)i * eh.e_phentsize)) != sizeof(ph))
+					break;
+				if (ph.p_type == PT_INTERP) {
+					result = 0;
+					break;
+				}
+			}
+		}
+	}
+	close(fd);
+	return result;
+}
+
+/* The runtime: $DETACH_LIB, else beside the command (build tree), else
+ * ../lib/ (installed). */
+static int find_runtime(char *path, size_t len)
+{
+	char self[PATH_MAX];
+	ssize_t n;
+	const char *env = getenv("DETACH_LIB");
+
+	if (env && *env) {
+		snprintf(path, len, "%s", env);
+		return access(path, R_OK) ? -1 : 0;
+	}
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0)
+		return -1;
+	self[n] = '\0';
+	*strrchr(self, '/') = '\0';
+	snprintf(path, len, "%s/libdetach.so", self);
+	if (!access(path, R_OK))
+		return 0;
+	snprintf(path, len, "%s/../lib/libdetach.so", self);
+	return access(path, R_OK) ? -1 : 0;
+}
+
+static void warn_risks(const struct run_opts *o, int first_cpu)
+{
+	long rt_runtime = 0;
+	bool throttled = read_long_file("/proc/sys/kernel/sched_rt_runtime_us", &rt_runtime) == 0 && rt_runtime >= 0;
+
+	if (o->policy[0] != 'o') {
+		if (throttled)
+			cli_warn("a real-time detached thread that spins is throttled while sched_rt_runtime_us=%ld "
+			     "(up to %ld ms of every second when other tasks want CPU %d); -P o avoids it",
+			     rt_runtime, (1000000 - rt_runtime) / 1000, first_cpu);
+		else
+			cli_warn("a real-time detached thread that spins with RT throttling off starves CPU %d's "
+			     "kernel threads unless the CPU is isolated (detach isolate)", first_cpu);
+	}
+	if (o->proxy && !strcmp(o->proxy, "spin") && CPU_COUNT(&o->housekeeping) == 1)
+		cli_warn("--proxy spin on the single housekeeping CPU keeps it busy for the program's lifetime");
+}
+
+static int run_main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "cpu", required_argument, NULL, 'c' },
+		{ "housekeeping", required_argument, NULL, 'H' },
+		{ "priority", required_argument, NULL, 'P' },
+		{ "no-mlock", no_argument, NULL, 'M' },
+		{ "stats", required_argument, NULL, 'S' },
+		{ "mode", required_argument, NULL, 'm' },
+		{ "proxy", required_argument, NULL, 'p' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct run_opts o = { .policy = "o", .mlock = true, .mode = "sud" };
+	const char *cpu_arg = NULL, *hk_arg = NULL;
+	cpu_set_t allowed;
+	char cmdpath[PATH_MAX], lib[PATH_MAX], buf[1024];
+	int c, rc;
+
+	sched_getaffinity(0, sizeof(allowed), &allowed);
+	optind = 1;
+	/* '+': stop at the first non-option, the command. */
+	while ((c = getopt_long(argc, argv, "+c:H:P:vh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'c': cpu_arg = optarg; break;
+		case 'H': hk_arg = optarg; break;
+		case 'P':
+			if (parse_policy(optarg, o.policy, sizeof(o.policy)))
+				return EXIT_USAGE;
+			break;
+		case 'M': o.mlock = false; break;
+		case 'S': o.stats = optarg; break;
+		case 'm':
+			if (strcmp(optarg, "sud") && strcmp(optarg, "rewrite") && strcmp(optarg, "auto")) {
+				cli_err("unknown mode '%s'", optarg);
+				cli_note("modes: sud, rewrite, auto");
+				return EXIT_USAGE;
+			}
+			o.mode = optarg;
+			break;
+		case 'p':
+			if (strcmp(optarg, "spin") && strcmp(optarg, "adaptive")) {
+				cli_err("unknown proxy wait '%s'", optarg);
+				cli_note("proxy waits: spin, adaptive");
+				return EXIT_USAGE;
+			}
+			o.proxy = optarg;
+			break;
+		case 'v': o.verbose = true; break;
+		case 'h': return usage(0);
+		default:
+			cli_note("'detach run --help' lists the options");
+			return EXIT_USAGE;
+		}
+	}
+	if (optind >= argc) {
+		cli_err("no command given");
+		cli_note("usage: detach run [OPTIONS] -- CMD [ARGS...]");
+		return EXIT_USAGE;
+	}
+	if (strcmp(o.mode, "sud")) {
+		cli_err("--mode %s is not available in this build: only sud is", o.mode);
+		cli_note("use --mode sud");
+		return EXIT_USAGE;
+	}
+
+	if (cpu_arg) {
+		if (parse_cpus("--cpu", cpu_arg, &o.cpus, &allowed))
+			return EXIT_USAGE;
+	} else {
+		int last = -1;
+		for (int i = 0; i < CPU_SETSIZE; i++)
+			if (CPU_ISSET(i, &allowed))
+				last = i;
+		CPU_ZERO(&o.cpus);
+		CPU_SET(last, &o.cpus);
+	}
+	if (hk_arg) {
+		cpu_set_t both;
+		if (parse_cpus("--housekeeping", hk_arg, &o.housekeeping, &allowed))
+			return EXIT_USAGE;
+		CPU_AND(&both, &o.housekeeping, &o.cpus);
+		if (CPU_COUNT(&both)) {
+			cli_err("CPU %s is both detached (-c) and housekeeping (-H)", cpulist_format(&both, buf, sizeof(buf)));
+			return EXIT_USAGE;
+		}
+	} else {
+		CPU_XOR(&o.housekeeping, &allowed, &o.cpus);
+		CPU_AND(&o.housekeeping, &o.housekeeping, &allowed);
+	}
+	if (CPU_COUNT(&o.housekeeping) == 0) {
+		cli_err("no housekeeping CPU left for the proxies (detached: %s)", cpulist_format(&o.cpus, buf, sizeof(buf)));
+		cli_note("leave at least one CPU of the affinity out of -c, or name one with -H");
+		return EXIT_USAGE;
+	}
+
+	rc = resolve_command(argv[optind], cmdpath, sizeof(cmdpath));
+	if (rc) {
+		cli_err("%s: %s", argv[optind], rc == 127 ? "command not found" : "permission denied");
+		return rc;
+	}
+	if (is_static(cmdpath, 0)) {
+		cli_err("%s is statically linked: the runtime cannot be preloaded into it", cmdpath);
+		cli_note("detach needs a dynamically linked program (LD_PRELOAD); rebuild it without -static");
+		return 1;
+	}
+	if (find_runtime(lib, sizeof(lib))) {
+		cli_err("cannot find libdetach.so beside the command or in ../lib");
+		cli_note("set DETACH_LIB to its path");
+		return 1;
+	}
+
+	if (geteuid() != 0) {
+		struct rlimit rl;
+		bool rt = o.policy[0] != 'o';
+		getrlimit(RLIMIT_RTPRIO, &rl);
+		if (rt && rl.rlim_cur < (rlim_t)atoi(o.policy + 2)) {
+			cli_err("-P %s needs root or RLIMIT_RTPRIO >= %s", o.policy, o.policy + 2);
+			cli_note("run as root, raise the limit (ulimit -r), or use -P o");
+			return 1;
+		}
+		getrlimit(RLIMIT_MEMLOCK, &rl);
+		if (o.mlock && rl.rlim_cur != RLIM_INFINITY)
+			cli_warn("not root: memory is locked only up to RLIMIT_MEMLOCK (%llu KiB); "
+			     "faults beyond it are counted", (unsigned long long)rl.rlim_cur / 1024);
+	}
+	warn_risks(&o, cpuset_nth(&o.cpus, 0));
+
+	/* The contract with the runtime (src/lib/contract.h). */
+	snprintf(buf, sizeof(buf), "%d", (int)getpid());   /* exec keeps the pid */
+	setenv(ENV_PID, buf, 1);
+	setenv(ENV_CPUS, cpulist_format(&o.cpus, buf, sizeof(buf)), 1);
+	setenv(ENV_HOUSEKEEPING, cpulist_format(&o.housekeeping, buf, sizeof(buf)), 1);
+	setenv(ENV_POLICY, o.policy, 1);
+	setenv(ENV_MLOCK, o.mlock ? "1" : "0", 1);
+	setenv(ENV_MODE, o.mode, 1);
+	if (o.proxy)
+		setenv(ENV_PROXY, o.proxy, 1);
+	else
+		unsetenv(ENV_PROXY);
+	if (o.stats) {
+		char abs[PATH_MAX];
+		/* The program may chdir: pass an absolute path. */
+		if (o.stats[0] != '/' && getcwd(abs, sizeof(abs)))
+			snprintf(buf, sizeof(buf), "%s/%s", abs, o.stats);
+		else
+			snprintf(buf, sizeof(buf), "%s", o.stats);
+		setenv(ENV_STATS, buf, 1);
+	} else {
+		unsetenv(ENV_STATS);
+	}
+	if (o.verbose)
+		setenv(ENV_VERBOSE, "1", 1);
+	else
+		unsetenv(ENV_VERBOSE);
+	const char *was = getenv("LD_PRELOAD");
+	if (was && *was) {
+		setenv(ENV_PRELOAD_WAS, was, 1);
+		char *both = malloc(strlen(lib) + strlen(was) + 2);
+		if (!both)
+			return 1;
+		sprintf(both, "%s:%s", lib, was);
+		setenv("LD_PRELOAD", both, 1);
+	} else {
+		unsetenv(ENV_PRELOAD_WAS);
+		setenv("LD_PRELOAD", lib, 1);
+	}
+
+	execv(cmdpath, argv + optind);
+	rc = errno;
+	cli_err("%s: %s", cmdpath, strerror(rc));
+	return rc == ENOENT ? 127 : 126;
+}
+
+DETACH_VERB(verb_run) = { "run", "run a program with its first thread detached", run_main };

@@ -1,0 +1,28 @@
+/* The contract between `detach run` and the preloaded runtime: environment
+ * variables set by the command, read (and hidden from the program) by the
+ * runtime's constructor, and put back on the execve of a detached process so
+ * that detached state survives exec.  One place for their names. */
+#ifndef DETACH_LIB_CONTRACT_H
+#define DETACH_LIB_CONTRACT_H
+
+#define ENV_PID          "DETACH_PID"          /* the process to detach; exec keeps the pid */
+#define ENV_CPUS         "DETACH_CPUS"         /* CPU list for detached threads */
+#define ENV_HOUSEKEEPING "DETACH_HOUSEKEEPING" /* CPU list for proxies and other threads */
+#define ENV_POLICY       "DETACH_POLICY"       /* o | f:N | r:N */
+#define ENV_MLOCK        "DETACH_MLOCK"        /* 1 | 0 */
+#define ENV_STATS        "DETACH_STATS"        /* JSON statistics file, or unset */
+#define ENV_MODE         "DETACH_MODE"         /* sud | rewrite | auto */
+#define ENV_PROXY        "DETACH_PROXY"        /* spin | adaptive */
+#define ENV_PRELOAD_WAS  "DETACH_PRELOAD_WAS"  /* the program's own LD_PRELOAD, if any */
+#define ENV_VERBOSE      "DETACH_VERBOSE"      /* 1: runtime reports what it does */
+
+/* Every variable above, for scrubbing and re-injection. */
+#define CONTRACT_VARS { ENV_PID, ENV_CPUS, ENV_HOUSEKEEPING, ENV_POLICY, ENV_MLOCK, \
+			ENV_STATS, ENV_MODE, ENV_PROXY, ENV_PRELOAD_WAS, ENV_VERBOSE }
+#define CONTRACT_NVARS 10
+
+/* Where running detached processes publish their live statistics
+ * (`detach ps` reads them): REGISTRY_DIR/<pid>. */
+#define REGISTRY_DIR "/dev/shm/detach"
+
+#endif

@@ -1,0 +1,64 @@
+/* TSC calibration against CLOCK_MONOTONIC.
+ * The TSC is read between two clock reads and the pair with the tightest
+ * bracket is kept at each end of the window, so a preemption in the middle
+ * of a pair costs accuracy only if every pair of the batch was hit. */
+#include "lib/util.h"
+
+#include <errno.h>
+
+struct pair { uint64_t tsc, ns; };
+
+static struct pair tight_pair(void)
+{
+	struct pair best = { 0, 0 };
+	uint64_t best_width = UINT64_MAX;
+
+	for (int i = 0; i < 64; i++) {
+		uint64_t t0 = monotonic_ns();
+		uint64_t tsc = rdtsc();
+		uint64_t t1 = monotonic_ns();
+
+		if (t1 - t0 < best_width) {
+			best_width = t1 - t0;
+			best.tsc = tsc;
+			best.ns = t0 + (t1 - t0) / 2;
+		}
+	}
+	return best;
+}
+
+int tsc_calibrate(struct tsc_clock *c, uint64_t window_ns)
+{
+	struct pair a, b;
+	struct timespec ts;
+
+	if (!window_ns)
+		window_ns = 20000000;
+	a = tight_pair();
+	ts.tv_sec = (time_t)(window_ns / 1000000000ull);
+	ts.tv_nsec = (long)(window_ns % 1000000000ull);
+	nanosleep(&ts, NULL);
+	b = tight_pair();
+	if (b.tsc <= a.tsc || b.ns <= a.ns)
+		return -EIO;
+	c->hz = (uint64_t)((unsigned __int128)(b.tsc - a.tsc) * 1000000000ull / (b.ns - a.ns));
+	if (!c->hz)
+		return -EIO;
+	/* mult/shift such that cycles * mult >> shift = ns, with 32 bits of
+	 * fraction: exact to well below a nanosecond per second. */
+	c->shift = 32;
+	c->mult = (uint32_t)(((unsigned __int128)1000000000ull << c->shift) / c->hz);
+	if (c->hz < 1000000000ull) {
+		/* mult would overflow 32 bits below 1 GHz: trade precision. */
+		c->shift = 24;
+		c->mult = (uint32_t)(((unsigned __int128)1000000000ull << c->shift) / c->hz);
+	}
+	c->base_tsc = b.tsc;
+	c->base_ns = b.ns;
+	return 0;
+}
+
+uint64_t ns_to_tsc_cycles(const struct tsc_clock *c, uint64_t ns)
+{
+	return (uint64_t)((unsigned __int128)ns * c->hz / 1000000000ull);
+}

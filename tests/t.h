@@ -1,0 +1,34 @@
+/* Helpers for standalone C tests: exit 0 pass, 1 fail, 77 skip. */
+#ifndef DETACH_TESTS_T_H
+#define DETACH_TESTS_T_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#define T_SKIP 77
+
+static int t_failures;
+
+#define t_check(cond, ...) do {                                          \
+	if (!(cond)) {                                                   \
+		fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+		fprintf(stderr, __VA_ARGS__);                            \
+		fputc('\n', stderr);                                     \
+		t_failures++;                                            \
+	}                                                                \
+} while (0)
+
+#define t_skip(...) do {                                                 \
+	printf(__VA_ARGS__);                                             \
+	putchar('\n');                                                   \
+	exit(T_SKIP);                                                    \
+} while (0)
+
+static inline int t_done(void)
+{
+	if (t_failures)
+		fprintf(stderr, "%d check(s) failed\n", t_failures);
+	return t_failures ? 1 : 0;
+}
+
+#endif

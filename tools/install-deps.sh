@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what `make test` and `make bench` need on a fresh Debian machine.
+# Quiet and quick when everything is already there.
+set -eu
+cd "$(dirname "$0")/.."
+
+# command -> Debian package
+need=(gcc:gcc make:make bc:bc python3:python3 timeout:coreutils
+      cyclictest:rt-tests oslat:rt-tests stress-ng:stress-ng fio:fio iperf3:iperf3
+      chrt:util-linux taskset:util-linux)
+missing=()
+for pair in "${need[@]}"; do
+	command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
+done
+dpkg -s python3-venv >/dev/null 2>&1 || missing+=(python3-venv)
+if [ ${#missing[@]} -gt 0 ]; then
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "install-deps: missing packages: ${missing[*]}" >&2
+		echo "NOTE: run 'sudo apt-get install ${missing[*]}' or 'make deps' as root" >&2
+		exit 1
+	fi
+	echo "install-deps: apt-get install ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq >/dev/null
+	# iperf3 asks whether to start a daemon: answer no.
+	echo "iperf3 iperf3/start_daemon boolean false" | debconf-set-selections 2>/dev/null || true
+	apt-get install -y -qq --no-install-recommends $(printf '%s\n' "${missing[@]}" | sort -u) >/dev/null
+fi
+
+# The Python side (bench orchestration, tables, plots) lives in a venv under build/.
+venv=build/venv
+if [ -f tools/requirements.txt ]; then
+	if [ ! -x $venv/bin/python ] || ! cmp -s tools/requirements.txt $venv/requirements.txt; then
+		echo "install-deps: python venv in $venv"
+		/usr/bin/python3 -m venv $venv
+		$venv/bin/pip install -q --disable-pip-version-check -r tools/requirements.txt
+		cp tools/requirements.txt $venv/requirements.txt
+	fi
+fi

@@ -1,0 +1,236 @@
+/* fwq: Fixed Work Quantum (LLNL FWQ): the same loop of work, timed with the
+ * TSC, many times over.  An undisturbed machine takes the same time for
+ * every quantum; what the OS and the hardware take away shows as deltas to
+ * the minimum.  Reports max, p99.9, p99 and median deltas in cycles and in
+ * percent of the minimum; --json keeps every raw sample. */
+#include "lib/bench.h"
+#include "lib/stats.h"
+#include "lib/util.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_SAMPLES 10000
+#define DEFAULT_WARMUP  100
+#define DEFAULT_QUANTUM 4300000ull   /* cycles: the paper's quantum */
+
+struct fwq_opts {
+	int cpu;                 /* -1: do not pin */
+	uint64_t samples, warmup;
+	uint64_t loops;          /* 0: calibrate to quantum */
+	uint64_t quantum;
+	const char *json;
+	bool quiet;
+};
+
+static int usage(int status)
+{
+	FILE *f = status ? stderr : stdout;
+
+	fprintf(f,
+"usage: fwq [OPTIONS]\n"
+"\n"
+"Fixed Work Quantum: times the same loop of work SAMPLES times with the TSC\n"
+"and reports the deltas to the fastest quantum (the noise).\n"
+"\n"
+"  -c, --cpu CPU        pin to CPU (default: wherever it is started)\n"
+"  -s, --samples N      measured quanta (default %d; 10k and 1M accepted)\n"
+"  -w, --warmup N       quanta run and discarded first (default %d)\n"
+"  -q, --quantum CYC    calibrate the work to about CYC TSC cycles (default %llu)\n"
+"  -l, --loops N        use exactly N loop iterations per quantum (no calibration)\n"
+"  -j, --json FILE      write header, statistics and raw samples as JSON\n"
+"      --quiet          no summary on stdout\n"
+"  -h, --help           this text\n",
+		DEFAULT_SAMPLES, DEFAULT_WARMUP, DEFAULT_QUANTUM);
+	exit(status);
+}
+
+/* The work: a dependent multiply-add chain the compiler can neither
+ * vectorise nor remove (the empty asm makes x opaque); it runs from
+ * registers, as LLNL's loop does. */
+static __attribute__((noinline)) uint64_t work(uint64_t loops)
+{
+	uint64_t x = 1;
+
+	for (uint64_t i = 0; i < loops; i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		__asm__ volatile("" : "+r"(x));
+	}
+	return x;
+}
+
+static uint64_t time_work(uint64_t loops)
+{
+	uint64_t t0 = rdtscp();
+	work(loops);
+	return rdtscp() - t0;
+}
+
+/* Loop count for about quantum cycles: the fastest of a few trial runs,
+ * since the fastest is the one nothing disturbed. */
+static uint64_t calibrate_loops(uint64_t quantum)
+{
+	uint64_t trial = 100000, best = UINT64_MAX, loops;
+
+	for (int i = 0; i < 30; i++) {
+		uint64_t t = time_work(trial);
+		if (t < best)
+			best = t;
+	}
+	loops = (uint64_t)((double)quantum * (double)trial / (double)best);
+	return loops ? loops : 1;
+}
+
+static void parse(int argc, char **argv, struct fwq_opts *o)
+{
+	static const struct option lo[] = {
+		{ "cpu", required_argument, NULL, 'c' },
+		{ "samples", required_argument, NULL, 's' },
+		{ "warmup", required_argument, NULL, 'w' },
+		{ "quantum", required_argument, NULL, 'q' },
+		{ "loops", required_argument, NULL, 'l' },
+		{ "json", required_argument, NULL, 'j' },
+		{ "quiet", no_argument, NULL, 'Q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+	uint64_t v;
+
+	while ((c = getopt_long(argc, argv, "c:s:w:q:l:j:h", lo, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			if (bench_parse_count(optarg, &v) || v >= CPU_SETSIZE) {
+				fprintf(stderr, "fwq: bad CPU '%s'\n", optarg);
+				exit(2);
+			}
+			o->cpu = (int)v;
+			break;
+		case 's': case 'w': case 'q': case 'l': {
+			uint64_t *dst = c == 's' ? &o->samples : c == 'w' ? &o->warmup :
+					c == 'q' ? &o->quantum : &o->loops;
+			if (bench_parse_count(optarg, &v) || (c != 'w' && v == 0)) {
+				fprintf(stderr, "fwq: bad number '%s' for -%c\n", optarg, c);
+				exit(2);
+			}
+			*dst = v;
+			break;
+		}
+		case 'j': o->json = optarg; break;
+		case 'Q': o->quiet = true; break;
+		case 'h': usage(0); break;
+		default: usage(2);
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "fwq: unexpected argument '%s'\n", argv[optind]);
+		usage(2);
+	}
+	if (o->samples > 100000000ull) {
+		fprintf(stderr, "fwq: at most 100M samples\n");
+		exit(2);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct fwq_opts o = { .cpu = -1, .samples = DEFAULT_SAMPLES,
+			      .warmup = DEFAULT_WARMUP, .quantum = DEFAULT_QUANTUM };
+	struct run_header h;
+	struct tsc_clock clk;
+	struct fwq_stats st;
+	uint64_t *s;
+	int err;
+
+	run_header_init(&h, argc, argv);
+	parse(argc, argv, &o);
+
+	if (o.cpu >= 0 && (err = bench_pin(o.cpu))) {
+		fprintf(stderr, "fwq: cannot pin to CPU %d: %s\n", o.cpu, strerror(-err));
+		return 1;
+	}
+	bench_mlock();   /* best effort: without it a page fault is noise too */
+	if ((err = tsc_calibrate(&clk, 50000000))) {
+		fprintf(stderr, "fwq: TSC calibration failed: %s\n", strerror(-err));
+		return 1;
+	}
+	h.tsc_hz = clk.hz;
+	s = calloc(o.samples, sizeof(*s));
+	if (!s) {
+		fprintf(stderr, "fwq: out of memory for %llu samples\n", (unsigned long long)o.samples);
+		return 1;
+	}
+	if (!o.loops)
+		o.loops = calibrate_loops(o.quantum);
+
+	for (uint64_t i = 0; i < o.warmup; i++)
+		time_work(o.loops);
+	for (uint64_t i = 0; i < o.samples; i++)
+		s[i] = time_work(o.loops);
+	clock_gettime(CLOCK_REALTIME, &h.end);
+
+	fwq_stats_compute(s, o.samples, &st);
+
+	if (!o.quiet) {
+		printf("fwq: %llu samples of %llu loops, min %llu cycles (%.3f ms at %.3f GHz)\n",
+		       (unsigned long long)st.n, (unsigned long long)o.loops,
+		       (unsigned long long)st.min, (double)st.min * 1e3 / (double)clk.hz,
+		       (double)clk.hz / 1e9);
+		printf("deltas to min: max %llu (%.4f%%)  p99.9 %llu (%.4f%%)  p99 %llu (%.4f%%)  median %llu (%.4f%%)\n",
+		       (unsigned long long)st.d_max, st.d_max_pct,
+		       (unsigned long long)st.d_p999, st.d_p999_pct,
+		       (unsigned long long)st.d_p99, st.d_p99_pct,
+		       (unsigned long long)st.d_median, st.d_median_pct);
+	}
+
+	if (o.json) {
+		FILE *f = bench_open_out(o.json);
+		struct json j;
+
+		if (!f) {
+			fprintf(stderr, "fwq: cannot write %s: %s\n", o.json, strerror(errno));
+			return 1;
+		}
+		json_init(&j, f);
+		json_object_begin(&j, NULL);
+		json_common_header(&j, &h, 0);
+		json_str(&j, "program", "fwq");
+		bench_json_self(&j);
+		json_object_begin(&j, "params");
+		json_int(&j, "cpu", o.cpu);
+		json_uint(&j, "samples", o.samples);
+		json_uint(&j, "warmup", o.warmup);
+		json_uint(&j, "loops", o.loops);
+		json_uint(&j, "quantum_target", o.quantum);
+		json_object_end(&j);
+		json_object_begin(&j, "stats");
+		json_uint(&j, "n", st.n);
+		json_uint(&j, "min", st.min);
+		json_uint(&j, "max", st.max);
+		json_uint(&j, "median", st.median);
+		json_double(&j, "mean", st.mean);
+		json_uint(&j, "delta_max", st.d_max);
+		json_uint(&j, "delta_p999", st.d_p999);
+		json_uint(&j, "delta_p99", st.d_p99);
+		json_uint(&j, "delta_median", st.d_median);
+		json_double(&j, "delta_max_pct", st.d_max_pct);
+		json_double(&j, "delta_p999_pct", st.d_p999_pct);
+		json_double(&j, "delta_p99_pct", st.d_p99_pct);
+		json_double(&j, "delta_median_pct", st.d_median_pct);
+		json_object_end(&j);
+		json_array_begin(&j, "samples");
+		for (uint64_t i = 0; i < o.samples; i++)
+			json_uint(&j, NULL, s[i]);
+		json_array_end(&j);
+		json_object_end(&j);
+		fputc('\n', f);
+		if ((f != stdout && fclose(f)) || (f == stdout && fflush(f))) {
+			fprintf(stderr, "fwq: writing %s failed\n", o.json);
+			return 1;
+		}
+	}
+	free(s);
+	return 0;
+}

@@ -1,0 +1,87 @@
+/* Helpers shared by the measurement programs in bench/. */
+#include "lib/bench.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+int bench_pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set))
+		return -errno;
+	return 0;
+}
+
+int bench_mlock(void)
+{
+	return mlockall(MCL_CURRENT | MCL_FUTURE) ? -errno : 0;
+}
+
+static const char *policy_name(int p)
+{
+	switch (p) {
+	case SCHED_OTHER: return "SCHED_OTHER";
+	case SCHED_FIFO: return "SCHED_FIFO";
+	case SCHED_RR: return "SCHED_RR";
+	case SCHED_BATCH: return "SCHED_BATCH";
+	case SCHED_IDLE: return "SCHED_IDLE";
+	default: return "unknown";
+	}
+}
+
+void bench_json_self(struct json *j)
+{
+	struct sched_param sp = { 0 };
+	cpu_set_t set;
+	char buf[256] = "";
+	int pol = sched_getscheduler(0);
+
+	sched_getparam(0, &sp);
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		cpulist_format(&set, buf, sizeof(buf));
+	json_object_begin(j, "self");
+	json_int(j, "pid", getpid());
+	json_str(j, "policy", policy_name(pol));
+	json_int(j, "priority", sp.sched_priority);
+	json_str(j, "cpus_allowed", buf);
+	json_int(j, "cpu_at_end", sched_getcpu());
+	json_object_end(j);
+}
+
+int bench_parse_count(const char *s, uint64_t *v)
+{
+	char *end;
+	unsigned long long x;
+
+	if (!s || !*s || *s == '-')
+		return -EINVAL;
+	errno = 0;
+	x = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	if (*end == 'k' || *end == 'K') {
+		x *= 1000;
+		end++;
+	} else if (*end == 'M') {
+		x *= 1000000;
+		end++;
+	}
+	if (*end)
+		return -EINVAL;
+	*v = x;
+	return 0;
+}
+
+FILE *bench_open_out(const char *path)
+{
+	if (!strcmp(path, "-"))
+		return stdout;
+	return fopen(path, "w");
+}

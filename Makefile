@@ -5,6 +5,7 @@ VERSION  := 0.1.0
 CC       ?= gcc
 PREFIX   ?= /usr/local
 BUILD    := build
+.DEFAULT_GOAL := all
 
 # snprintf truncation is checked where it matters; the warning cannot tell.
 WARN     := -Wall -Wextra -Werror -Wno-format-truncation
@@ -25,6 +26,14 @@ endif
 LIB_SRC  := $(wildcard src/lib/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIBUTIL  := $(BUILD)/libdtutil.a
+CFLAGS   += -I$(BUILD)
+
+# System call names, from the kernel headers the program is built against.
+UNISTD   := $(firstword $(wildcard /usr/include/x86_64-linux-gnu/asm/unistd_64.h /usr/include/asm/unistd_64.h))
+$(BUILD)/gen/syscall_names.inc: $(UNISTD)
+	@mkdir -p $(dir $@)
+	$(Q)sed -n 's/^#define __NR_\([a-z0-9_]*\) \([0-9]*\)$$/[\2] = "\1",/p' $< > $@
+$(BUILD)/src/lib/syscall_names.o: $(BUILD)/gen/syscall_names.inc
 
 # --- the preloaded runtime -------------------------------------------------
 RT_SRC   := $(wildcard src/runtime/*.c) $(wildcard src/runtime/*.S)

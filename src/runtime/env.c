@@ -1,0 +1,108 @@
+/* The program sees its environment as it would without detach: the
+ * constructor takes the contract variables (src/lib/contract.h) and our
+ * LD_PRELOAD entry out of environ.  A detached thread's execve puts them back
+ * into the new image's environment, so detached state survives exec; nobody
+ * else's exec (children, other threads) gets them. */
+#include "runtime/runtime.h"
+#include "lib/contract.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+
+static char *saved[CONTRACT_NVARS];   /* "NAME=value", for re-injection */
+static int nsaved;
+static char *runtime_path;            /* our entry of LD_PRELOAD */
+
+static bool starts_with_var(const char *entry, const char *name)
+{
+	size_t n = strlen(name);
+
+	return !strncmp(entry, name, n) && entry[n] == '=';
+}
+
+void env_scrub(void)
+{
+	static const char *const vars[] = CONTRACT_VARS;
+	const char *preload = getenv("LD_PRELOAD");
+	const char *was = getenv(ENV_PRELOAD_WAS);
+
+	if (preload) {
+		size_t n = strcspn(preload, ": ");
+		runtime_path = strndup(preload, n);
+	}
+	if (was)
+		setenv("LD_PRELOAD", was, 1);
+	else
+		unsetenv("LD_PRELOAD");
+	for (size_t i = 0; i < CONTRACT_NVARS; i++) {
+		const char *v = getenv(vars[i]);
+		if (!v)
+			continue;
+		size_t len = strlen(vars[i]) + strlen(v) + 2;
+		char *e = malloc(len);
+		if (e) {
+			snprintf(e, len, "%s=%s", vars[i], v);
+			saved[nsaved++] = e;
+		}
+		unsetenv(vars[i]);
+	}
+}
+
+/* Runs on the detached thread inside the trap: no allocation but one mmap
+ * of our own, no libc call that enters the kernel. */
+long env_execve(long nr, long a[6])
+{
+	char **envp = (char **)(nr == SYS_execve ? a[2] : a[3]);
+	const char *app_preload = NULL;
+	size_t n = 0, size, at = 0;
+	char **out, *preload, *was, *p;
+	long ret, b[6];
+
+	for (char **e = envp; e && *e; e++)
+		n++;
+	size = (n + CONTRACT_NVARS + 3) * sizeof(char *) + 2 * 8192;
+	out = (char **)sys_call6(SYS_mmap, 0, (long)size, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if ((long)out < 0 && (long)out > -4096)
+		return (long)out;
+	preload = (char *)(out + n + CONTRACT_NVARS + 3);
+	was = preload + 8192;
+
+	for (char **e = envp; e && *e; e++) {
+		bool ours = false;
+		if (starts_with_var(*e, "LD_PRELOAD")) {
+			app_preload = *e + 11;
+			continue;
+		}
+		for (int i = 0; i < nsaved && !ours; i++)
+			ours = !strncmp(*e, saved[i], strcspn(saved[i], "=") + 1);
+		if (!ours)
+			out[at++] = *e;
+	}
+	for (int i = 0; i < nsaved; i++)
+		if (!starts_with_var(saved[i], ENV_PRELOAD_WAS))
+			out[at++] = saved[i];
+	/* LD_PRELOAD=<runtime>[:<the program's own>], and the program's own
+	 * remembered so that the new image sees just that. */
+	p = preload;
+	p = stpcpy(p, "LD_PRELOAD=");
+	if (runtime_path && strlen(runtime_path) < 4096)
+		p = stpcpy(p, runtime_path);
+	if (app_preload && *app_preload && strlen(app_preload) < 4000) {
+		*p++ = ':';
+		strcpy(p, app_preload);
+		p = stpcpy(was, ENV_PRELOAD_WAS "=");
+		strcpy(p, app_preload);
+		out[at++] = was;
+	}
+	out[at++] = preload;
+	out[at] = NULL;
+
+	memcpy(b, a, sizeof(b));
+	b[nr == SYS_execve ? 2 : 3] = (long)out;
+	ret = sys_call6(nr, b[0], b[1], b[2], b[3], b[4], b[5]);
+	sys_call2(SYS_munmap, out, size);   /* only reached when exec failed */
+	return ret;
+}

@@ -1,0 +1,229 @@
+/* The proxy: one helper thread per detached thread, on the housekeeping
+ * CPUs, that carries out the detached thread's system calls.
+ *
+ * Hand-over through struct mailbox (runtime.h): the detached thread writes
+ * the call and bumps req_seq; the proxy sees it, runs the call, writes ret
+ * and bumps done_seq.  Both sides wait by polling, so the detached thread
+ * never enters the kernel to wake its proxy or to wait for it.
+ *
+ * Signals: a proxy blocks every signal but SIGSYS (the runtime's interrupt)
+ * and glibc's SIGSETXID, so the program's handlers never run on it and
+ * setuid() & co. still reach it as they reach every thread glibc knows.
+ * A signal handled by the detached thread while it waits interrupts the
+ * proxy's call with the handler's SA_RESTART semantics (interrupt_proxy).
+ */
+#include "runtime/runtime.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+
+#define SIGSETXID 33                  /* glibc's __SIGRTMIN + 1 */
+#define ADAPTIVE_SPIN_NS 100000       /* spin this long after each call ... */
+#define ADAPTIVE_SHORT_NS 50000       /* ... then poll every 50 us ... */
+#define ADAPTIVE_SHORT_FOR_NS 10000000 /* ... for 10 ms, then every 1 ms */
+#define ADAPTIVE_LONG_NS 1000000
+
+__thread bool dt_is_proxy DT_HIDDEN;
+static __thread struct dt_thread *proxy_of;
+
+/* Orders the argument stores before the sequence store that publishes them
+ * (x86 keeps stores in order; the release stops the compiler reordering). */
+static inline void publish(volatile uint64_t *seq, uint64_t v)
+{
+	atomic_store_explicit((_Atomic uint64_t *)seq, v, memory_order_release);
+}
+
+static inline uint64_t observe(volatile uint64_t *seq)
+{
+	return atomic_load_explicit((_Atomic uint64_t *)seq, memory_order_acquire);
+}
+
+/* Signal fence: a handler running on this same thread must see depth
+ * raised before the mailbox is touched; no CPU ordering is needed. */
+#define same_thread_barrier() atomic_signal_fence(memory_order_seq_cst)
+
+/* ---- detached thread side ----------------------------------------------- */
+
+/* A handler of the program ran on top of wait_reply: stop the proxy's call
+ * the way the kernel would have stopped ours.  Runs on the signal path only
+ * (the handler's rt_sigreturn, syscalls.c, recorded intr_signo), so its
+ * kernel entries cost nothing in steady state. */
+static void interrupt_proxy(struct dt_thread *t)
+{
+	struct ksigaction ka = { 0 };
+	siginfo_t si;
+	int signo = t->intr_signo;
+	bool restart;
+
+	t->intr_signo = 0;
+	sys_call4(SYS_rt_sigaction, signo, NULL, &ka, 8);
+	restart = ka.flags & SA_RESTART;
+	t->mb.intr = restart ? INTR_RESTART : INTR_EINTR;
+	intercept_set_restart(restart);
+	t->mb.intr_sent++;
+	memset(&si, 0, sizeof(si));
+	si.si_signo = SIGSYS;
+	si.si_code = SI_QUEUE;        /* < 0: allowed between our own threads */
+	si.si_pid = dt_cfg.pid;       /* how the proxy recognizes us */
+	sys_call4(SYS_rt_tgsigqueueinfo, dt_cfg.pid, t->proxy_tid, SIGSYS, &si);
+}
+
+/* The detached thread's wait for its proxy.  Its own section: the rip of a
+ * signal frame inside [__start_detach_wait, __stop_detach_wait) says that a
+ * handler interrupted a forwarded call. */
+__attribute__((noinline, section("detach_wait")))
+static long wait_reply(struct dt_thread *t, uint64_t seq)
+{
+	while (observe(&t->mb.done_seq) != seq || t->mb.intr_ack != t->mb.intr_sent) {
+		if (t->intr_signo)
+			interrupt_proxy(t);
+		cpu_relax();
+	}
+	return t->mb.ret;
+}
+
+long proxy_forward(struct dt_thread *t, long nr, const long a[6])
+{
+	struct mailbox *mb = &t->mb;
+	uint64_t seq = mb->req_seq + 1;
+	long r;
+
+	t->depth++;
+	same_thread_barrier();
+	mb->nr = nr;
+	for (int i = 0; i < 6; i++)
+		mb->args[i] = a[i];
+	publish(&mb->req_seq, seq);
+	r = wait_reply(t, seq);
+	mb->intr = INTR_NONE;
+	same_thread_barrier();
+	t->depth--;
+	return r;
+}
+
+void proxy_stop(struct dt_thread *t)
+{
+	long none[6] = { 0 };
+
+	proxy_forward(t, DT_CMD_QUIT, none);
+}
+
+/* ---- proxy side ---------------------------------------------------------- */
+
+/* Our SIGSYS handler, on a proxy, for an interrupt from its detached thread. */
+void proxy_interrupt_taken(ucontext_t *uc)
+{
+	struct dt_thread *t = proxy_of;
+	greg_t *g = uc->uc_mcontext.gregs;
+	uintptr_t rip = (uintptr_t)g[REG_RIP];
+
+	if (!t)
+		return;
+	/* Landed after the last look at intr but before the kernel was entered:
+	 * the call has not started, so end it as an interrupted call would. */
+	if (t->mb.intr == INTR_EINTR && rip >= (uintptr_t)sys_proxy_call_check &&
+	    rip <= (uintptr_t)sys_proxy_call_insn)
+		g[REG_RIP] = (greg_t)sys_proxy_call_eintr;
+	/* Seen by the detached thread only after this handler's effects: it
+	 * must not return while an interrupt could still hit the next call. */
+	atomic_store_explicit((_Atomic uint64_t *)&t->mb.intr_ack, t->mb.intr_ack + 1, memory_order_release);
+}
+
+static void sleep_ns(long ns)
+{
+	struct timespec ts = { 0, ns };
+
+	nanosleep(&ts, NULL);
+}
+
+static uint64_t wait_request(struct dt_thread *t, uint64_t seen)
+{
+	uint64_t seq;
+
+	if (dt_cfg.proxy_wait == PROXY_SPIN) {
+		while ((seq = observe(&t->mb.req_seq)) == seen)
+			cpu_relax();
+		return seq;
+	}
+	/* adaptive: callers that make calls back to back find us spinning;
+	 * an idle program costs its housekeeping CPU little. */
+	uint64_t start = monotonic_ns(), idle;
+	unsigned n = 0;
+	while ((seq = observe(&t->mb.req_seq)) == seen) {
+		cpu_relax();
+		if (++n & 255)
+			continue;
+		idle = monotonic_ns() - start;
+		if (idle < ADAPTIVE_SPIN_NS)
+			continue;
+		sleep_ns(idle < ADAPTIVE_SHORT_FOR_NS ? ADAPTIVE_SHORT_NS : ADAPTIVE_LONG_NS);
+	}
+	return seq;
+}
+
+static void *proxy_main(void *arg)
+{
+	struct dt_thread *t = arg;
+	struct mailbox *mb = &t->mb;
+	uint64_t seen = 0;
+	sigset_t mask;
+
+	dt_is_proxy = true;
+	proxy_of = t;
+	sigfillset(&mask);
+	sigdelset(&mask, SIGSYS);
+	sigdelset(&mask, SIGSETXID);
+	pthread_sigmask(SIG_SETMASK, &mask, NULL);
+	prctl(PR_SET_NAME, "detach-proxy");
+	prctl(PR_SET_TIMERSLACK, 1);       /* adaptive polls: no 50 us slack */
+	__atomic_store_n(&t->proxy_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+
+	for (;;) {
+		uint64_t seq = wait_request(t, seen);
+		long nr = mb->nr, r = 0;
+
+		seen = seq;
+		if (nr == DT_CMD_QUIT) {
+			publish(&mb->done_seq, seq);
+			break;
+		}
+		if (nr == DT_CMD_STATS)
+			stats_finish();
+		else
+			r = sys_proxy_call(nr, mb->args[0], mb->args[1], mb->args[2], mb->args[3],
+					   mb->args[4], mb->args[5], &mb->intr);
+		mb->ret = r;
+		publish(&mb->done_seq, seq);
+	}
+	return NULL;
+}
+
+int proxy_start(struct dt_thread *t)
+{
+	pthread_attr_t attr;
+	struct sched_param sp = { 0 };
+	pthread_t th;
+	int err;
+
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	/* Never a real-time policy: a spinning RT proxy with throttling off
+	 * freezes its CPU's kernel threads. */
+	pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED);
+	pthread_attr_setschedpolicy(&attr, SCHED_OTHER);
+	pthread_attr_setschedparam(&attr, &sp);
+	pthread_attr_setaffinity_np(&attr, sizeof(dt_cfg.housekeeping), &dt_cfg.housekeeping);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	err = pthread_create(&th, &attr, proxy_main, t);
+	pthread_attr_destroy(&attr);
+	if (err)
+		return -err;
+	while (!__atomic_load_n(&t->proxy_tid, __ATOMIC_ACQUIRE))
+		cpu_relax();
+	return 0;
+}

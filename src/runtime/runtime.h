@@ -1,0 +1,168 @@
+/* libdetach.so internals.  Start reading at init.c (dt_init), then
+ * intercept.c (the SIGSYS entry), syscalls.c (the table of calls that stay on
+ * the detached thread) and proxy.c (the mailbox and the proxy thread). */
+#ifndef DETACH_RUNTIME_H
+#define DETACH_RUNTIME_H
+
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <ucontext.h>
+
+#include "lib/util.h"
+
+#define DT_HIDDEN __attribute__((visibility("hidden")))
+#define DT_MAX_THREADS 64         /* detached threads per process */
+#define DT_NR_SYSCALLS 512        /* per-syscall counters; x86-64 numbers stay below */
+
+/* ---- raw system calls (stubs.S) ----------------------------------------
+ * The stubs live in the section `detach_allow`, the address range Syscall
+ * User Dispatch always lets through: the runtime's own calls on a detached
+ * thread never trap.  They return -errno and never touch errno. */
+long sys_call6(long nr, long a1, long a2, long a3, long a4, long a5, long a6) DT_HIDDEN;
+#define sys_call0(nr)                   sys_call6(nr, 0, 0, 0, 0, 0, 0)
+#define sys_call1(nr, a)                sys_call6(nr, (long)(a), 0, 0, 0, 0, 0)
+#define sys_call2(nr, a, b)             sys_call6(nr, (long)(a), (long)(b), 0, 0, 0, 0)
+#define sys_call3(nr, a, b, c)          sys_call6(nr, (long)(a), (long)(b), (long)(c), 0, 0, 0)
+#define sys_call4(nr, a, b, c, d)       sys_call6(nr, (long)(a), (long)(b), (long)(c), (long)(d), 0, 0)
+/* The SIGSYS handler's sa_restorer: rt_sigreturn from inside the range. */
+void sys_sigreturn_restorer(void) DT_HIDDEN;
+/* rt_sigreturn with rsp = uc: resumes the context saved in a signal frame. */
+__attribute__((noreturn)) void sys_sigreturn_at(void *uc) DT_HIDDEN;
+/* clone family on the detached thread (see syscalls.c, do_clone):
+ * child_uc != NULL: the child resumes the program through that frame copy;
+ * parent_uc != NULL: so does the parent (vfork on a shared stack). */
+long sys_clone_resume(long nr, long a1, long a2, long a3, long a4, long a5,
+		      void *child_uc, void *parent_uc) DT_HIDDEN;
+/* The proxy's way to run a forwarded call: a pending interrupt request
+ * (*intr == 1) seen before the syscall instruction gives -EINTR instead. */
+long sys_proxy_call(long nr, long a1, long a2, long a3, long a4, long a5, long a6,
+		    volatile uint8_t *intr) DT_HIDDEN;
+extern const char sys_proxy_call_check[], sys_proxy_call_insn[], sys_proxy_call_eintr[] DT_HIDDEN;
+extern const char __start_detach_allow[], __stop_detach_allow[] DT_HIDDEN;
+
+/* ---- the mailbox between a detached thread and its proxy ----------------
+ * Request and reply sit on separate cache lines: each line has one writer,
+ * so the only traffic is the hand-over itself. */
+enum { DT_CMD_QUIT = -1, DT_CMD_STATS = -2 };
+enum { INTR_NONE = 0, INTR_EINTR = 1, INTR_RESTART = 2 };
+
+struct mailbox {
+	_Alignas(64)
+	volatile uint64_t req_seq;      /* detached thread -> proxy */
+	long nr;
+	long args[6];
+	_Alignas(64)
+	volatile uint64_t done_seq;     /* proxy -> detached thread */
+	long ret;
+	volatile uint64_t intr_ack;     /* interrupts the proxy has taken */
+	_Alignas(64)
+	volatile uint8_t intr;          /* INTR_*: set by the detached thread */
+	volatile uint64_t intr_sent;
+};
+
+/* ---- statistics, published in shared memory for `detach ps` -------------- */
+struct dt_thread_stats {
+	volatile int32_t tid;           /* 0: slot free */
+	int32_t cpu;
+	int32_t proxy_tid;
+	int32_t pad;
+	volatile uint64_t forwarded;    /* carried out by the proxy */
+	volatile uint64_t local;        /* run on the detached thread itself */
+	volatile uint64_t emulated;     /* answered without the kernel */
+	volatile uint64_t traps;        /* SIGSYS entries */
+	volatile uint64_t per_nr[DT_NR_SYSCALLS];
+};
+
+#define REGISTRY_MAGIC 0x31484354454400ull   /* "DETACH1" */
+struct dt_registry {
+	uint64_t magic;
+	int32_t pid;
+	int32_t nthreads;
+	char mode[16];
+	char proxy[16];
+	char comm[32];
+	struct dt_thread_stats threads[DT_MAX_THREADS];
+};
+
+/* ---- a detached thread ------------------------------------------------- */
+struct dt_thread {
+	struct mailbox mb;
+	pid_t tid;
+	int cpu;
+	int node;
+	pid_t proxy_tid;
+	volatile int depth;             /* forwarded calls in flight (signal nesting) */
+	volatile int intr_signo;        /* a handler ran while we waited */
+	volatile uint8_t selector;      /* Syscall User Dispatch selector byte */
+	struct dt_thread_stats *stats;
+	char path[4096 + 64];           /* /proc/thread-self rewriting */
+	/* vfork on the shared stack: the frame both child and parent resume from */
+	_Alignas(64) char frame[16384];
+};
+
+/* ---- process-wide configuration, fixed after dt_init --------------------- */
+enum proxy_wait { PROXY_SPIN, PROXY_ADAPTIVE };
+struct dt_config {
+	bool active;                    /* this process is the detached one */
+	pid_t pid;
+	cpu_set_t cpus;
+	cpu_set_t housekeeping;
+	char policy[16];
+	bool mlock;
+	bool verbose;
+	enum proxy_wait proxy_wait;
+	char stats_path[4096];
+	char mode[16];
+	struct tsc_clock tsc;
+};
+extern struct dt_config dt_cfg DT_HIDDEN;
+extern cpu_set_t dt_hk_mask DT_HIDDEN;          /* read by the clone stub's child */
+extern __thread struct dt_thread *dt_self DT_HIDDEN;
+extern struct dt_registry *dt_registry DT_HIDDEN;
+
+/* The kernel's struct sigaction, as rt_sigaction takes it (not glibc's). */
+struct ksigaction {
+	void *handler;
+	unsigned long flags;
+	void *restorer;
+	uint64_t mask;
+};
+#ifndef SA_RESTORER
+#define SA_RESTORER 0x04000000
+#endif
+
+/* intercept.c */
+extern struct ksigaction dt_app_sigsys DT_HIDDEN;
+int intercept_install(void) DT_HIDDEN;
+int intercept_arm(struct dt_thread *t) DT_HIDDEN;
+void intercept_disarm(struct dt_thread *t) DT_HIDDEN;
+void intercept_set_restart(bool restart) DT_HIDDEN;
+
+/* syscalls.c: one call of a detached thread; uc is its signal context. */
+long dt_dispatch(struct dt_thread *t, long nr, long a[6], ucontext_t *uc) DT_HIDDEN;
+const char *syscall_rule_why(long nr) DT_HIDDEN;
+
+/* proxy.c */
+int proxy_start(struct dt_thread *t) DT_HIDDEN;
+long proxy_forward(struct dt_thread *t, long nr, const long a[6]) DT_HIDDEN;
+void proxy_stop(struct dt_thread *t) DT_HIDDEN;
+void proxy_interrupt_taken(ucontext_t *uc) DT_HIDDEN;
+extern __thread bool dt_is_proxy DT_HIDDEN;
+
+/* env.c */
+void env_scrub(void) DT_HIDDEN;
+long env_execve(long nr, long a[6]) DT_HIDDEN;
+
+/* stats.c */
+int registry_open(void) DT_HIDDEN;
+struct dt_thread_stats *registry_slot(pid_t tid, int cpu) DT_HIDDEN;
+void stats_finish(void) DT_HIDDEN;
+
+/* init.c */
+void dt_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2))) DT_HIDDEN;
+void dt_fork_child(void) DT_HIDDEN;
+
+#endif

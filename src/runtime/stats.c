@@ -1,0 +1,172 @@
+/* Statistics: live counters in shared memory (REGISTRY_DIR/<pid>, read by
+ * `detach ps`) and, with --stats FILE, JSON written once at exit.
+ * The kernel's own per-thread figures (faults, context switches) are read
+ * from /proc when written, never counted by us. */
+#include "runtime/runtime.h"
+#include "lib/contract.h"
+#include "lib/syscall_names.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct dt_registry *dt_registry;
+static char registry_path[64];
+
+int registry_open(void)
+{
+	int fd;
+	void *p;
+
+	mkdir(REGISTRY_DIR, 01777);
+	chmod(REGISTRY_DIR, 01777);          /* every user's programs publish here */
+	snprintf(registry_path, sizeof(registry_path), "%s/%d", REGISTRY_DIR, (int)dt_cfg.pid);
+	fd = open(registry_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, sizeof(struct dt_registry)) < 0) {
+		int err = -errno;
+		close(fd);
+		return err;
+	}
+	p = mmap(NULL, sizeof(struct dt_registry), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED)
+		return -errno;
+	dt_registry = p;
+	dt_registry->pid = dt_cfg.pid;
+	snprintf(dt_registry->mode, sizeof(dt_registry->mode), "%s", dt_cfg.mode);
+	snprintf(dt_registry->proxy, sizeof(dt_registry->proxy), "%s",
+		 dt_cfg.proxy_wait == PROXY_SPIN ? "spin" : "adaptive");
+	read_text_file("/proc/self/comm", dt_registry->comm, sizeof(dt_registry->comm));
+	atomic_store_explicit((_Atomic uint64_t *)&dt_registry->magic, REGISTRY_MAGIC, memory_order_release);
+	return 0;
+}
+
+struct dt_thread_stats *registry_slot(pid_t tid, int cpu)
+{
+	for (int i = 0; i < DT_MAX_THREADS; i++) {
+		struct dt_thread_stats *s = &dt_registry->threads[i];
+		int32_t expect = 0;
+		if (atomic_compare_exchange_strong((_Atomic int32_t *)&s->tid, &expect, tid)) {
+			s->cpu = cpu;
+			if (i >= dt_registry->nthreads)
+				dt_registry->nthreads = i + 1;
+			return s;
+		}
+	}
+	return NULL;
+}
+
+/* Faults from /proc/.../stat (fields 10 and 12), switches from status. */
+static void kernel_counters(pid_t tid, struct json *j)
+{
+	char path[64], buf[4096], *p;
+	unsigned long long minflt = 0, majflt = 0, vol = 0, invol = 0;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	if (!read_text_file(path, buf, sizeof(buf)) && (p = strrchr(buf, ')'))) {
+		/* after "pid (comm)": state ppid pgrp session tty tpgid flags minflt cminflt majflt */
+		sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %llu %*u %llu", &minflt, &majflt);
+	}
+	snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid);
+	if (!read_text_file(path, buf, sizeof(buf))) {
+		if ((p = strstr(buf, "\nvoluntary_ctxt_switches:")))
+			vol = strtoull(p + 25, NULL, 10);
+		if ((p = strstr(buf, "\nnonvoluntary_ctxt_switches:")))
+			invol = strtoull(p + 28, NULL, 10);
+	}
+	json_uint(j, "minor_faults", minflt);
+	json_uint(j, "major_faults", majflt);
+	json_uint(j, "voluntary_ctxt_switches", vol);
+	json_uint(j, "nonvoluntary_ctxt_switches", invol);
+}
+
+static void write_thread(struct json *j, const struct dt_thread_stats *s)
+{
+	struct { long nr; uint64_t n; } top[DT_NR_SYSCALLS];
+	int ntop = 0;
+
+	json_object_begin(j, NULL);
+	json_int(j, "tid", s->tid);
+	json_int(j, "cpu", s->cpu);
+	json_int(j, "proxy_tid", s->proxy_tid);
+	json_uint(j, "forwarded", s->forwarded);
+	json_uint(j, "local", s->local);
+	json_uint(j, "emulated", s->emulated);
+	json_uint(j, "traps", s->traps);
+	kernel_counters(s->tid, j);
+	for (long nr = 0; nr < DT_NR_SYSCALLS; nr++)
+		if (s->per_nr[nr])
+			top[ntop].nr = nr, top[ntop++].n = s->per_nr[nr];
+	for (int i = 1; i < ntop; i++)       /* insertion sort, most first */
+		for (int k = i; k > 0 && top[k].n > top[k - 1].n; k--) {
+			typeof(top[0]) x = top[k];
+			top[k] = top[k - 1];
+			top[k - 1] = x;
+		}
+	json_object_begin(j, "syscalls");
+	for (int i = 0; i < ntop; i++) {
+		const char *name = syscall_name(top[i].nr);
+		char num[32];
+		if (!name) {
+			snprintf(num, sizeof(num), "%ld", top[i].nr);
+			name = num;
+		}
+		json_uint(j, name, top[i].n);
+	}
+	json_object_end(j);
+	json_object_end(j);
+}
+
+/* Once per process, at its end, on a thread that may use libc freely (a
+ * proxy, or a thread that is not detached). */
+void stats_finish(void)
+{
+	static atomic_int done;
+	struct run_header h;
+	struct json j;
+	char cmdline[4096];
+	char *argv[64];
+	int argc = 0, fd, len;
+	FILE *f;
+
+	if (!dt_cfg.active || atomic_exchange(&done, 1))
+		return;
+	if (dt_registry)
+		unlink(registry_path);
+	if (!dt_cfg.stats_path[0])
+		return;
+	fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	len = fd >= 0 ? (int)read(fd, cmdline, sizeof(cmdline) - 1) : 0;
+	if (fd >= 0)
+		close(fd);
+	for (int i = 0; i < len && argc < 63; i += (int)strlen(cmdline + i) + 1)
+		argv[argc++] = cmdline + i;
+	run_header_init(&h, argc, argv);
+	h.tsc_hz = dt_cfg.tsc.hz;
+	f = fopen(dt_cfg.stats_path, "we");
+	if (!f) {
+		dprintf(2, "detach: error: cannot write statistics to %s: %s\n", dt_cfg.stats_path, strerror(errno));
+		return;
+	}
+	json_init(&j, f);
+	json_object_begin(&j, NULL);
+	json_common_header(&j, &h, 0);
+	json_int(&j, "pid", dt_cfg.pid);
+	json_str(&j, "mode", dt_registry ? dt_registry->mode : dt_cfg.mode);
+	json_str(&j, "proxy", dt_cfg.proxy_wait == PROXY_SPIN ? "spin" : "adaptive");
+	json_array_begin(&j, "threads");
+	for (int i = 0; dt_registry && i < dt_registry->nthreads; i++)
+		if (dt_registry->threads[i].tid)
+			write_thread(&j, &dt_registry->threads[i]);
+	json_array_end(&j);
+	json_object_end(&j);
+	fclose(f);
+}

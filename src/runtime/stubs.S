@@ -1,0 +1,150 @@
+/* The runtime's own system call instructions.
+ *
+ * Everything in the section `detach_allow` is the address range given to
+ * Syscall User Dispatch (intercept.c): a `syscall` here always runs, so the
+ * runtime never traps on its own calls and never has to flip the selector.
+ * Nothing else of the runtime may execute `syscall` on a detached thread.
+ *
+ * Register use follows the x86-64 syscall ABI: number in rax, arguments in
+ * rdi, rsi, rdx, r10, r8, r9; the instruction clobbers rcx and r11.
+ */
+#define NR_rt_sigreturn     15
+#define NR_sched_setaffinity 203
+/* offsetof(ucontext_t, uc_mcontext.gregs[REG_RAX]), checked in syscalls.c */
+#define UC_RAX 144
+/* sizeof(cpu_set_t) */
+#define CPUSET_SIZE 128
+
+	.section detach_allow,"ax",@progbits
+
+/* long sys_call6(long nr, long a1, long a2, long a3, long a4, long a5, long a6) */
+	.globl sys_call6
+	.hidden sys_call6
+	.type sys_call6,@function
+sys_call6:
+	movq %rdi, %rax
+	movq %rsi, %rdi
+	movq %rdx, %rsi
+	movq %rcx, %rdx
+	movq %r8, %r10
+	movq %r9, %r8
+	movq 8(%rsp), %r9
+	syscall
+	ret
+	.size sys_call6, .-sys_call6
+
+/* The sa_restorer of the runtime's SIGSYS handler.  glibc's __restore_rt
+ * lies outside the allowed range: returning through it would trap inside a
+ * trap.  The kernel enters here with rsp at the signal frame's ucontext. */
+	.globl sys_sigreturn_restorer
+	.hidden sys_sigreturn_restorer
+	.type sys_sigreturn_restorer,@function
+sys_sigreturn_restorer:
+	movl $NR_rt_sigreturn, %eax
+	syscall
+	ud2
+	.size sys_sigreturn_restorer, .-sys_sigreturn_restorer
+
+/* noreturn void sys_sigreturn_at(void *uc): rt_sigreturn reads the frame's
+ * ucontext at rsp (the handler's `ret` has already popped pretcode). */
+	.globl sys_sigreturn_at
+	.hidden sys_sigreturn_at
+	.type sys_sigreturn_at,@function
+sys_sigreturn_at:
+	movq %rdi, %rsp
+	movl $NR_rt_sigreturn, %eax
+	syscall
+	ud2
+	.size sys_sigreturn_at, .-sys_sigreturn_at
+
+/* long sys_clone_resume(nr, a1, a2, a3, a4, a5, child_uc, parent_uc)
+ *
+ * Runs clone, clone3, fork or vfork for the detached thread.  A child that
+ * shares our memory must not return through the handler's stack frames: a
+ * thread starts on a stack of its own, a vfork child borrows ours and
+ * overwrites it.  So such a child (child_uc != 0) leaves through a copy of
+ * the trap's signal frame prepared by the caller, with rax = 0 and its own
+ * rsp in it.  Before anything else it moves itself to the housekeeping CPUs,
+ * so that it never competes with the detached thread on its CPU.
+ * A vfork parent (parent_uc != 0) finds its stack used by the child: it too
+ * leaves through the frame copy, with rax = the child's pid.
+ * child_uc and parent_uc travel in rbx and r12: callee-saved registers that
+ * the syscall preserves and the child inherits. */
+	.globl sys_clone_resume
+	.hidden sys_clone_resume
+	.type sys_clone_resume,@function
+sys_clone_resume:
+	pushq %rbx
+	pushq %r12
+	movq 24(%rsp), %rbx             /* child_uc  (7th argument) */
+	movq 32(%rsp), %r12             /* parent_uc (8th argument) */
+	movq %rdi, %rax
+	movq %rsi, %rdi
+	movq %rdx, %rsi
+	movq %rcx, %rdx
+	movq %r8, %r10
+	movq %r9, %r8
+	syscall
+	testq %rax, %rax
+	jz 2f
+	testq %r12, %r12                /* parent or error */
+	jz 1f
+	cmpq $-4095, %rax               /* vfork failed: the stack is intact */
+	jae 1f
+	movq %rax, UC_RAX(%r12)
+	movq %r12, %rsp
+	movl $NR_rt_sigreturn, %eax
+	syscall
+	ud2
+1:	popq %r12
+	popq %rbx
+	ret
+2:	testq %rbx, %rbx                /* child */
+	jz 1b                           /* no shared memory: return normally */
+	movl $NR_sched_setaffinity, %eax
+	xorl %edi, %edi
+	movl $CPUSET_SIZE, %esi
+	leaq dt_hk_mask(%rip), %rdx
+	syscall
+	movq %rbx, %rsp
+	movl $NR_rt_sigreturn, %eax
+	syscall
+	ud2
+	.size sys_clone_resume, .-sys_clone_resume
+
+	.text
+/* long sys_proxy_call(nr, a1, a2, a3, a4, a5, a6, volatile uint8_t *intr)
+ * Runs on a proxy (never armed): needs no special section.  The window
+ * [sys_proxy_call_check, sys_proxy_call_insn] is what the proxy's interrupt
+ * handler (proxy.c) inspects: an interrupt that lands there before the
+ * kernel was entered turns into -EINTR, as if it had interrupted the call. */
+	.globl sys_proxy_call
+	.hidden sys_proxy_call
+	.globl sys_proxy_call_check
+	.hidden sys_proxy_call_check
+	.globl sys_proxy_call_insn
+	.hidden sys_proxy_call_insn
+	.globl sys_proxy_call_eintr
+	.hidden sys_proxy_call_eintr
+	.type sys_proxy_call,@function
+sys_proxy_call:
+	movq 16(%rsp), %r11             /* intr (r11 is dead until the syscall) */
+	movq %rdi, %rax
+	movq %rsi, %rdi
+	movq %rdx, %rsi
+	movq %rcx, %rdx
+	movq %r8, %r10
+	movq %r9, %r8
+	movq 8(%rsp), %r9
+sys_proxy_call_check:
+	cmpb $1, (%r11)
+	je sys_proxy_call_eintr
+sys_proxy_call_insn:
+	syscall
+	ret
+sys_proxy_call_eintr:
+	movq $-4, %rax                  /* -EINTR */
+	ret
+	.size sys_proxy_call, .-sys_proxy_call
+
+	.section .note.GNU-stack,"",@progbits

@@ -1,0 +1,6 @@
+"""detach bench: orchestration, loads, tables and plots.
+
+The measurement programs (bench/fwq.c, bench/ctlloop.c) compute every
+statistic and write JSON; this package only runs them, reads their JSON,
+and lays the numbers out.  Entry point: tools/bench.py (via `detach bench`).
+"""

@@ -1,0 +1,321 @@
+"""Background loads, confined to the housekeeping CPUs and checked while
+they run: every process of a load must be allowed only housekeeping CPUs
+(/proc/PID/status Cpus_allowed_list), and the load must make progress
+(compile jobs for build, bytes written and received for io).
+
+Each load's processes are started in sessions of their own (so a Ctrl-C at
+the terminal reaches the orchestration, which stops them in order) and are
+found again by process group."""
+import glob
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+from .util import (BenchError, cpus_allowed, format_cpulist, procs_in_groups,
+                   proc_io, warn)
+
+CACHE = os.environ.get("DETACH_BENCH_CACHE", "/var/cache/detach-bench")
+LOADS = ("idle", "build", "io")
+
+
+class Load:
+    name = "?"
+
+    def __init__(self, hk, quick, root):
+        self.hk = set(hk)
+        self.quick = quick
+        self.root = root
+        self.procs = []          # Popen objects, each a session leader
+        self.samples = []        # (time, progress dict) at each check
+        self.violations = []     # processes found outside the housekeeping CPUs
+        self.checks = 0
+        self.tmp = None
+        self.started = None
+
+    # -- lifecycle ---------------------------------------------------------
+    def prepare(self, log):
+        """One-time, possibly slow setup (cached across runs)."""
+
+    def start(self):
+        self.started = time.monotonic()
+
+    def spawn(self, cmd, **kw):
+        hk = format_cpulist(self.hk)
+        p = subprocess.Popen(["taskset", "-c", hk] + cmd, start_new_session=True,
+                             stdin=subprocess.DEVNULL, **kw)
+        self.procs.append(p)
+        return p
+
+    def pgids(self):
+        return [p.pid for p in self.procs]
+
+    def stop(self):
+        """Stops every process of the load; returns the leftovers (should be [])."""
+        for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+            for p in self.procs:
+                try:
+                    os.killpg(p.pid, sig)
+                except ProcessLookupError:
+                    pass
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline:
+                for p in self.procs:
+                    p.poll()
+                if not procs_in_groups(self.pgids()):
+                    break
+                time.sleep(0.05)
+            if not procs_in_groups(self.pgids()):
+                break
+        for p in self.procs:
+            try:
+                p.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                pass
+        left = procs_in_groups(self.pgids())
+        self.cleanup()
+        return left
+
+    def cleanup(self):
+        if self.tmp:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.tmp = None
+
+    # -- checking ------------------------------------------------------------
+    def progress(self):
+        """Monotonic counters of work done, e.g. {"jobs": 123}."""
+        return {}
+
+    def check(self):
+        """Confinement and liveness now; returns {ok, procs, outside, progress}."""
+        self.checks += 1
+        procs = procs_in_groups(self.pgids())
+        outside = []
+        for pid, comm in procs:
+            allowed = cpus_allowed(pid)
+            if allowed is not None and not allowed <= self.hk:
+                outside.append({"pid": pid, "comm": comm,
+                                "cpus_allowed": format_cpulist(allowed)})
+        self.violations.extend(outside)
+        prog = self.progress()
+        self.samples.append((time.monotonic(), prog))
+        dead = [p.args for p in self.procs if p.poll() is not None]
+        return {"procs": len(procs), "outside": outside, "progress": prog,
+                "dead": [" ".join(map(str, a[3:])) for a in dead],
+                "ok": not outside and not dead}
+
+    def advanced(self, before, after):
+        """True when every counter grew between two progress dicts."""
+        return all(after.get(k, 0) > v for k, v in before.items())
+
+    def achieved(self):
+        """What the load did, from the first to the last check."""
+        out = {"checks": self.checks, "violations": self.violations[:20],
+               "confined": not self.violations,
+               "housekeeping_cpus": format_cpulist(self.hk)}
+        if len(self.samples) >= 2:
+            (t0, p0), (t1, p1) = self.samples[0], self.samples[-1]
+            out["seconds"] = round(t1 - t0, 1)
+            out.update(self.rates(p0, p1, t1 - t0))
+        return out
+
+    def rates(self, p0, p1, secs):
+        return {}
+
+    def describe(self):
+        return self.name
+
+
+class Idle(Load):
+    name = "idle"
+
+    def describe(self):
+        return "idle: nothing started"
+
+
+class Build(Load):
+    """Compile a real C tree in a loop: the Linux kernel (Debian's
+    linux-source, defconfig, `make clean` between rounds), or with quick
+    this repository's own sources (so that tests never download a kernel)."""
+    name = "build"
+    JOB = re.compile(rb"^\s+(CC|AS|HOSTCC|CC \[M\]|CXX)\s", re.M)
+
+    def __init__(self, hk, quick, root):
+        super().__init__(hk, quick, root)
+        self.tree = None
+        self.log = None
+        self._off = 0
+        self._jobs = 0
+        self.rounds_hint = None
+
+    def jobs_n(self):
+        return max(2, 2 * len(self.hk))
+
+    def prepare(self, log):
+        if self.quick:
+            self.tmp = tempfile.mkdtemp(prefix="detach-bench-build-")
+            self.tree = os.path.join(self.tmp, "tree")
+            for d in ("src/lib", "src/cli", "bench", "include"):
+                src = os.path.join(self.root, d)
+                if os.path.isdir(src):
+                    shutil.copytree(src, os.path.join(self.tree, d))
+            with open(os.path.join(self.tree, "Makefile"), "w") as f:
+                f.write(QUICK_MAKEFILE)
+            self.source = "this repository's src/lib, src/cli, bench (quick)"
+            return
+        tree = os.path.join(CACHE, "linux")
+        ready = os.path.join(tree, ".detach-ready")
+        if not os.path.exists(ready):
+            self.prepare_kernel(tree, log)
+        self.tree = tree
+        self.source = open(ready).read().strip()
+        self.tmp = tempfile.mkdtemp(prefix="detach-bench-build-")
+
+    def prepare_kernel(self, tree, log):
+        tars = sorted(glob.glob("/usr/src/linux-source-*.tar.xz"))
+        tools = ("flex", "bison", "bc", "make", "gcc")
+        need_pkgs = not tars or not all(shutil.which(t) for t in tools) or \
+            not os.path.exists("/usr/include/libelf.h") or \
+            not os.path.exists("/usr/include/openssl/ssl.h")
+        if need_pkgs:
+            if os.geteuid() != 0:
+                raise BenchError("the build load needs Debian's linux-source and kernel build tools",
+                                 "run as root, or: apt-get install linux-source flex bison "
+                                 "libelf-dev libssl-dev bc; or use --load idle,io")
+            log("build load: apt-get install linux-source and kernel build tools (once)")
+            env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+            r = subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends",
+                                "linux-source", "flex", "bison", "libelf-dev", "libssl-dev",
+                                "bc", "xz-utils"], env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+            if r.returncode:
+                raise BenchError(f"apt-get install linux-source failed: {r.stderr.strip()[-300:]}",
+                                 "check network access to the Debian mirror, or use --load idle,io")
+            tars = sorted(glob.glob("/usr/src/linux-source-*.tar.xz"))
+            if not tars:
+                raise BenchError("linux-source installed no /usr/src/linux-source-*.tar.xz")
+        tar = tars[-1]
+        log(f"build load: extracting {tar} into {CACHE} (once)")
+        os.makedirs(CACHE, exist_ok=True)
+        shutil.rmtree(tree, ignore_errors=True)
+        staging = tempfile.mkdtemp(dir=CACHE)
+        r = subprocess.run(["tar", "-xf", tar, "-C", staging], stderr=subprocess.PIPE, text=True)
+        if r.returncode:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise BenchError(f"extracting {tar} failed: {r.stderr.strip()[-300:]}")
+        top = os.listdir(staging)
+        os.rename(os.path.join(staging, top[0]), tree)
+        shutil.rmtree(staging, ignore_errors=True)
+        log("build load: make defconfig (once)")
+        r = subprocess.run(["make", "-s", "defconfig"], cwd=tree, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True)
+        if r.returncode:
+            raise BenchError(f"make defconfig failed: {r.stderr.strip()[-300:]}")
+        with open(os.path.join(tree, ".detach-ready"), "w") as f:
+            f.write(f"Linux {os.path.basename(tar)[len('linux-source-'):-len('.tar.xz')]} "
+                    f"from {tar}, make defconfig\n")
+
+    def start(self):
+        super().start()
+        self.log = os.path.join(self.tmp, "build.log")
+        n = self.jobs_n()
+        loop = (f"trap 'exit 0' TERM; while :; do make -j{n} all; make clean >/dev/null 2>&1; "
+                f"echo DETACH-ROUND; done")
+        with open(self.log, "wb") as out:
+            self.spawn(["bash", "-c", loop], cwd=self.tree, stdout=out, stderr=subprocess.STDOUT)
+
+    def progress(self):
+        try:
+            with open(self.log, "rb") as f:
+                f.seek(self._off)
+                data = f.read()
+        except (OSError, TypeError):
+            return {"jobs": self._jobs}
+        # count only complete lines
+        cut = data.rfind(b"\n") + 1
+        self._off += cut
+        self._jobs += len(self.JOB.findall(data[:cut]))
+        return {"jobs": self._jobs}
+
+    def rates(self, p0, p1, secs):
+        return {"compile_jobs": p1["jobs"] - p0["jobs"],
+                "compile_jobs_per_min": round((p1["jobs"] - p0["jobs"]) * 60 / secs, 1) if secs else None,
+                "make_jobs": self.jobs_n(), "source": self.source}
+
+    def describe(self):
+        return f"build: make -j{self.jobs_n()} of {self.source}, make clean between rounds"
+
+
+QUICK_MAKEFILE = r"""# generated by detach bench: compiles a real C tree, quickly
+SRCS := $(wildcard src/lib/*.c src/cli/*.c bench/*.c)
+OBJS := $(SRCS:%.c=obj/%.o)
+all: $(OBJS)
+obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	@gcc -O2 -g -std=gnu11 -D_GNU_SOURCE -Iinclude -Isrc -DDETACH_VERSION='"bench"' -c -o $@ $<
+clean:
+	@rm -rf obj
+.PHONY: all clean
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Io(Load):
+    """fio writing to disk with fsync, plus iperf3 over loopback (127.0.0.1)."""
+    name = "io"
+
+    def prepare(self, log):
+        for tool in ("fio", "iperf3", "taskset"):
+            if not shutil.which(tool):
+                raise BenchError(f"the io load needs {tool}", "run 'make deps'")
+        # on disk, not tmpfs: /var/tmp
+        self.tmp = tempfile.mkdtemp(prefix="detach-bench-io-", dir="/var/tmp")
+        self.port = free_port()
+
+    def start(self):
+        super().start()
+        size = "32M" if self.quick else "256M"
+        self.fio = self.spawn(
+            ["fio", "--name=detach-io", f"--directory={self.tmp}", "--rw=write", "--bs=64k",
+             f"--size={size}", "--fsync=16", "--ioengine=psync", "--time_based",
+             "--runtime=86400", "--output-format=terse", "--output=" + os.path.join(self.tmp, "fio.out")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.server = self.spawn(["iperf3", "-s", "-B", "127.0.0.1", "-p", str(self.port)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.3)
+        self.client = self.spawn(["iperf3", "-c", "127.0.0.1", "-p", str(self.port), "-t", "0",
+                                  "-i", "0"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def progress(self):
+        disk = 0
+        for pid, comm in procs_in_groups([self.fio.pid]):
+            disk += proc_io(pid).get("write_bytes", 0)
+        net = proc_io(self.server.pid).get("rchar", 0)
+        # fio's workers exit and restart rarely; keep counters monotonic
+        last = self.samples[-1][1] if self.samples else {"disk_bytes": 0, "net_bytes": 0}
+        return {"disk_bytes": max(disk, last["disk_bytes"]), "net_bytes": max(net, last["net_bytes"])}
+
+    def rates(self, p0, p1, secs):
+        if not secs:
+            return {}
+        return {"disk_MBps": round((p1["disk_bytes"] - p0["disk_bytes"]) / secs / 1e6, 1),
+                "net_Mbitps": round((p1["net_bytes"] - p0["net_bytes"]) * 8 / secs / 1e6, 1),
+                "disk": "fio sequential write 64k, fsync every 16 writes, " + self.tmp,
+                "net": "iperf3 TCP over 127.0.0.1"}
+
+    def describe(self):
+        return "io: fio write+fsync to disk, iperf3 over 127.0.0.1"
+
+
+def make_load(name, hk, quick, root):
+    return {"idle": Idle, "build": Build, "io": Io}[name](hk, quick, root)

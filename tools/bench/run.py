@@ -1,0 +1,303 @@
+"""The evaluation: {fwq, ctlloop} x loads x configurations, interleaved
+within each load, repeated; every cell's program JSON kept whole."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+
+from . import loads as L
+from . import report, system
+from .util import BenchError, fmt_dur, format_cpulist, online_cpus, read, warn
+
+PROGRAMS = ("fwq", "ctlloop")
+CONFIGS = ("linux", "linux-fifo", "linux-fifo-isolated", "detached", "floor")
+PARTITION_CONFIGS = ("linux-fifo-isolated", "detached", "floor")
+FIFO = ["chrt", "-f", "10"]
+
+
+def iso_now():
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class Bench:
+    def __init__(self, args, root):
+        self.a = args
+        self.root = root
+        self.bin = os.path.join(root, "build")
+        self.detach = os.environ.get("DETACH_BIN") or os.path.join(self.bin, "detach")
+        self.restorer = system.Restorer()
+        self.cells = []
+        self.loads_out = {}
+        self.t0 = time.monotonic()
+        self.start_time = iso_now()
+        self.interrupted = False
+        self.tty = sys.stderr.isatty()
+
+    # -- output ------------------------------------------------------------
+    def log(self, msg):
+        if self.tty:
+            sys.stderr.write("\r\033[K")
+        print(msg, file=sys.stderr, flush=True)
+
+    def progress(self, i, total, label, remaining):
+        line = (f"[{i}/{total}] {label}  elapsed {fmt_dur(time.monotonic() - self.t0)}"
+                f"  estimate {fmt_dur(remaining)} left")
+        if self.tty:
+            sys.stderr.write("\r\033[K" + line)
+            sys.stderr.flush()
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+    # -- planning ------------------------------------------------------------
+    def cell_seconds(self, prog):
+        n = self.a.samples_fwq if prog == "fwq" else self.a.samples_ctl
+        if prog == "fwq":
+            return (n + 100) * self.quantum_s + 0.3
+        return (n + 10) * 1e-3 + 0.4
+
+    def plan(self):
+        """[(load, rep, prog, config)], configurations interleaved within each
+        load and repetition; partition configurations grouped so that the
+        partition is entered once per group."""
+        order = []
+        for load in self.a.loads:
+            for rep in range(1, self.a.repeat + 1):
+                for prog in self.a.programs:
+                    cfgs = [c for c in CONFIGS if c in self.a.configs]
+                    out = [c for c in cfgs if c not in PARTITION_CONFIGS]
+                    inside = [c for c in cfgs if c in PARTITION_CONFIGS]
+                    if rep % 2 == 0:       # alternate the order between repetitions
+                        out.reverse()
+                        inside.reverse()
+                    for c in out + inside:
+                        order.append((load, rep, prog, c))
+        return order
+
+    # -- one cell --------------------------------------------------------------
+    def command(self, prog, cfg, out):
+        exe = os.path.join(self.bin, "bench", prog)
+        n = self.a.samples_fwq if prog == "fwq" else self.a.samples_ctl
+        cmd = [exe, "--samples", str(n), "--json", out, "--quiet"]
+        if prog == "fwq":
+            cmd += ["--loops", str(self.loops)]
+        if prog == "ctlloop" and cfg == "floor":
+            cmd.append("--spin")
+        cpu = str(self.cpu)
+        if cfg == "linux":
+            return cmd
+        if cfg in ("linux-fifo", "linux-fifo-isolated", "floor"):
+            return FIFO + ["taskset", "-c", cpu] + cmd
+        if cfg == "detached":
+            return [self.detach, "run", "-c", cpu, "--"] + cmd
+        raise ValueError(cfg)
+
+    def verify_config(self, cfg, res):
+        """Did the configuration take effect?  From the program's own report."""
+        me = res.get("self", {})
+        if cfg in ("linux-fifo", "linux-fifo-isolated", "floor"):
+            ok = me.get("policy") == "SCHED_FIFO" and me.get("priority") == 10 and \
+                me.get("cpus_allowed") == str(self.cpu)
+            return ok, f"{me.get('policy')}:{me.get('priority')} on CPUs {me.get('cpus_allowed')}"
+        if cfg == "detached":
+            ok = me.get("cpus_allowed") == str(self.cpu)
+            return ok, f"{me.get('policy')} on CPUs {me.get('cpus_allowed')}"
+        return True, f"{me.get('policy')} on CPUs {me.get('cpus_allowed')}"
+
+    def run_cell(self, load, rep, prog, cfg, tmpdir):
+        cell = {"load": load.name, "rep": rep, "program": prog, "config": cfg,
+                "in_partition": False, "status": "ok"}
+        if cfg == "detached" and not self.detach_ok:
+            cell.update(status="unavailable", reason=self.detach_why)
+            return cell
+        if cfg in PARTITION_CONFIGS:
+            cell["in_partition"] = self.partition.enter()
+        else:
+            self.partition.leave()
+        out = os.path.join(tmpdir, f"{load.name}-{prog}-{cfg}-{rep}.json")
+        cmd = self.command(prog, cfg, out)
+        cell["cmd"] = cmd
+        before = load.check()
+        t = time.monotonic()
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            so, _ = p.communicate(timeout=self.cell_seconds(prog) * 5 + 60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            so, _ = p.communicate()
+            cell.update(status="failed", reason="timed out")
+            return cell
+        except KeyboardInterrupt:
+            p.kill()
+            p.wait()
+            raise
+        cell["seconds"] = round(time.monotonic() - t, 2)
+        after = load.check()
+        cell["load_check"] = {"confined": not before["outside"] and not after["outside"],
+                              "alive": not after["dead"],
+                              "progressed": load.advanced(before["progress"], after["progress"]),
+                              "progress_before": before["progress"],
+                              "progress_after": after["progress"]}
+        if after["dead"]:
+            warn(f"{load.name} load: process ended: {after['dead']}")
+        if p.returncode != 0:
+            cell.update(status="failed", reason=f"exit {p.returncode}: {so.strip()[-300:]}")
+            return cell
+        try:
+            with open(out) as f:
+                res = json.load(f)
+        except (OSError, ValueError) as e:
+            cell.update(status="failed", reason=f"no JSON: {e}")
+            return cell
+        ok, what = self.verify_config(cfg, res)
+        cell["config_check"] = {"ok": ok, "ran_as": what}
+        if not ok:
+            warn(f"{prog} {cfg}: configuration did not take effect: {what}")
+        cell["result"] = res
+        return cell
+
+    # -- the whole run -----------------------------------------------------------
+    def setup(self):
+        for prog in self.a.programs:
+            exe = os.path.join(self.bin, "bench", prog)
+            if not os.access(exe, os.X_OK):
+                raise BenchError(f"{exe} is missing", "run 'make' first")
+        need = ["chrt", "taskset"]
+        for t in need:
+            if not shutil.which(t):
+                raise BenchError(f"{t} not found", "run 'make deps'")
+        online = sorted(online_cpus())
+        if len(online) < 2:
+            raise BenchError(f"needs at least 2 CPUs, this machine has {len(online)}",
+                             "one CPU to measure, the others for housekeeping and the load")
+        self.cpu = self.a.cpu if self.a.cpu is not None else online[-1]
+        if self.cpu not in online:
+            raise BenchError(f"CPU {self.cpu} is not online (online: {format_cpulist(online)})")
+        self.hk = set(self.a.housekeeping) if self.a.housekeeping else set(online) - {self.cpu}
+        if self.cpu in self.hk or not self.hk or not self.hk <= set(online):
+            raise BenchError(f"housekeeping CPUs {format_cpulist(self.hk)} must be online "
+                             f"and exclude the measured CPU {self.cpu}")
+        if os.geteuid() != 0 and any(c != "linux" for c in self.a.configs):
+            raise BenchError("FIFO configurations need root (chrt -f 10)",
+                             "run as root, or --config linux")
+
+    def calibrate(self):
+        """The FWQ work loop count, once, so that every cell does the same work."""
+        with tempfile.NamedTemporaryFile(suffix=".json") as t:
+            cmd = [os.path.join(self.bin, "bench", "fwq"), "-c", str(self.cpu), "--samples",
+                   "20", "--warmup", "5", "--quantum", str(self.a.quantum), "--quiet",
+                   "--json", t.name]
+            if self.a.loops:
+                cmd += ["--loops", str(self.a.loops)]
+            subprocess.run(cmd, check=True)
+            res = json.load(open(t.name))
+        self.loops = res["params"]["loops"]
+        self.tsc_hz = res["tsc_hz"]
+        self.quantum_s = res["stats"]["min"] / self.tsc_hz
+        self.version = res.get("version")
+        self.cpu_model = res.get("cpu_model")
+
+    def run(self):
+        self.setup()
+        state = {}
+        try:
+            state["rt_throttling"] = system.rt_throttling(self.restorer, self.a.rt_runtime)
+            state["preemption"] = system.preemption(self.restorer, self.a.preempt)
+            self.partition = system.Partition(self.detach, self.cpu, self.restorer,
+                                              not self.a.no_isolate)
+            self.detach_ok, self.detach_why = (False, "not requested")
+            if "detached" in self.a.configs:
+                self.detach_ok, self.detach_why = system.detach_probe(self.detach, self.cpu)
+                if not self.detach_ok:
+                    self.log(f"detached: unavailable: {self.detach_why}")
+            self.calibrate()
+            state.update(measured_cpu=self.cpu, housekeeping_cpus=format_cpulist(self.hk),
+                         partition=self.partition.why, detached=self.detach_why,
+                         detached_available=self.detach_ok, fwq_loops=self.loops,
+                         cmdline=read("/proc/cmdline"))
+            self.state = state
+            self.evaluate()
+        except KeyboardInterrupt:
+            self.interrupted = True
+            self.log("interrupted: stopping loads, restoring state, keeping results so far")
+        finally:
+            restored = self.restorer.restore()
+            if restored:
+                state["restored"] = restored
+            self.state = state
+        return self.finish()
+
+    def evaluate(self):
+        order = self.plan()
+        total_s = sum(self.cell_seconds(p) for _, _, p, c in order
+                      if not (c == "detached" and not self.detach_ok))
+        done_s = 0.0
+        tmpdir = tempfile.mkdtemp(prefix="detach-bench-cells-")
+        i = 0
+        try:
+            for name in self.a.loads:
+                load = L.make_load(name, self.hk, self.a.quick, self.root)
+                try:
+                    self.log(f"load {load.describe()}")
+                    load.prepare(self.log)
+                    load.start()
+                    time.sleep(self.a.settle)
+                    first = load.check()
+                    if not first["ok"]:
+                        raise BenchError(f"{name} load did not start cleanly: {first}")
+                    for (ln, rep, prog, cfg) in [o for o in order if o[0] == name]:
+                        i += 1
+                        left = total_s - done_s
+                        self.progress(i, len(order), f"{ln} {prog} {cfg} rep {rep}", left)
+                        cell = self.run_cell(load, rep, prog, cfg, tmpdir)
+                        self.cells.append(cell)
+                        if cell["status"] != "unavailable":
+                            done_s += self.cell_seconds(prog)
+                        if cell["status"] == "failed":
+                            self.log(f"{ln} {prog} {cfg} rep {rep}: failed: {cell['reason']}")
+                finally:
+                    self.partition.leave()
+                    left = load.stop()
+                    out = load.achieved()
+                    out["leftover_processes"] = [f"{p} {c}" for p, c in left]
+                    out["description"] = load.describe()
+                    self.loads_out[name] = out
+                    if left:
+                        warn(f"{name} load left processes behind: {left}")
+        finally:
+            if self.tty:
+                sys.stderr.write("\n")
+            shutil.rmtree(tmpdir, ignore_errors=True)
+
+    def finish(self):
+        rc = 130 if self.interrupted else 0
+        doc = {
+            "cmdline": self.a.cmdline, "version": getattr(self, "version", None),
+            "start_time": self.start_time, "end_time": iso_now(),
+            "kernel": os.uname().release, "machine": os.uname().machine,
+            "cpu_model": getattr(self, "cpu_model", None), "tsc_hz": getattr(self, "tsc_hz", 0),
+            "return_code": rc,
+            "program": "detach-bench", "complete": not self.interrupted,
+            "options": {"loads": self.a.loads, "configs": self.a.configs,
+                        "programs": self.a.programs, "repeat": self.a.repeat,
+                        "samples_fwq": self.a.samples_fwq, "samples_ctlloop": self.a.samples_ctl,
+                        "quick": self.a.quick},
+            "system": getattr(self, "state", {}),
+            "loads": self.loads_out,
+            "cells": self.cells,
+        }
+        if not self.cells and not self.interrupted:
+            return rc
+        os.makedirs(self.a.out, exist_ok=True)
+        path = os.path.join(self.a.out, "results.json")
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        report.write_all(doc, self.a.out, plots=not self.a.no_plots)
+        self.log(f"results: {path}")
+        self.log(f"summary: {os.path.join(self.a.out, 'summary.md')}")
+        if not self.a.no_print:
+            print(open(os.path.join(self.a.out, "summary.md")).read())
+        return rc

@@ -1,0 +1,200 @@
+"""System state the benchmark records, and the few settings it changes
+(each saved first and restored on every exit path, Ctrl-C included)."""
+import gzip
+import json
+import os
+import platform
+import subprocess
+import tempfile
+
+from .util import read, warn
+
+RT_RUNTIME = "/proc/sys/kernel/sched_rt_runtime_us"
+RT_PERIOD = "/proc/sys/kernel/sched_rt_period_us"
+DEBUGFS = "/sys/kernel/debug"
+PREEMPT = DEBUGFS + "/sched/preempt"
+
+
+class Restorer:
+    """A stack of undo actions, run in reverse order exactly once."""
+
+    def __init__(self):
+        self.stack = []
+
+    def push(self, what, fn):
+        self.stack.append((what, fn))
+
+    def restore(self):
+        done = []
+        while self.stack:
+            what, fn = self.stack.pop()
+            try:
+                fn()
+                done.append(what)
+            except Exception as e:  # keep restoring the rest
+                warn(f"could not restore {what}: {e}")
+        return done
+
+
+def write(path, value):
+    with open(path, "w") as f:
+        f.write(str(value))
+
+
+def kernel_config():
+    """The running kernel's config as a dict, from /proc/config.gz or /boot."""
+    text = None
+    try:
+        with gzip.open("/proc/config.gz", "rt") as f:
+            text = f.read()
+    except OSError:
+        text = read(f"/boot/config-{platform.release()}")
+    cfg = {}
+    for line in (text or "").splitlines():
+        if line.startswith("CONFIG_") and "=" in line:
+            k, v = line.split("=", 1)
+            cfg[k] = v
+    return cfg
+
+
+def preemption(restorer, want):
+    """Records the preemption model; with PREEMPT_DYNAMIC and want != 'keep'
+    switches it for the run (debugfs sched/preempt) and restores it after."""
+    cfg = kernel_config()
+    built = [m for m in ("PREEMPT_NONE", "PREEMPT_VOLUNTARY", "PREEMPT", "PREEMPT_LAZY",
+                         "PREEMPT_RT") if cfg.get("CONFIG_" + m) == "y"]
+    out = {"config": built, "dynamic": cfg.get("CONFIG_PREEMPT_DYNAMIC") == "y",
+           "uname_v": platform.version(), "cmdline_preempt": None}
+    for arg in (read("/proc/cmdline", "") or "").split():
+        if arg.startswith("preempt="):
+            out["cmdline_preempt"] = arg.split("=", 1)[1]
+    if not os.path.exists(PREEMPT) and os.geteuid() == 0 and os.path.isdir(DEBUGFS):
+        r = subprocess.run(["mount", "-t", "debugfs", "debugfs", DEBUGFS],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if r.returncode == 0:
+            restorer.push("debugfs mount", lambda: subprocess.run(
+                ["umount", DEBUGFS], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    line = read(PREEMPT)
+    if line is None:
+        out["current"] = None
+        out["note"] = "sched/preempt not readable (no debugfs or not PREEMPT_DYNAMIC)"
+        out["ran_with"] = built[0] if len(built) == 1 else "unknown"
+        return out
+    modes = line.split()
+    cur = next((m.strip("()") for m in modes if m.startswith("(")), None)
+    out["available"] = [m.strip("()") for m in modes]
+    out["before"] = cur
+    out["ran_with"] = cur
+    if want != "keep" and want != cur:
+        if want not in out["available"]:
+            out["note"] = f"cannot switch to {want}: available {out['available']}"
+        else:
+            try:
+                write(PREEMPT, want)
+                restorer.push(f"preemption model {cur}", lambda: write(PREEMPT, cur))
+                out["ran_with"] = want
+                out["changed"] = True
+            except OSError as e:
+                out["note"] = f"cannot switch to {want}: {e}"
+    return out
+
+
+def rt_throttling(restorer, want):
+    """One RT-throttling setting for every configuration: by default none
+    (-1, as tuned's realtime profile), so a FIFO measurement is never
+    stopped for 50 ms every second; restored after."""
+    before = read(RT_RUNTIME)
+    out = {"sched_rt_runtime_us_before": before, "sched_rt_period_us": read(RT_PERIOD)}
+    if want != "keep" and before is not None and before != str(want):
+        try:
+            write(RT_RUNTIME, want)
+            restorer.push(f"sched_rt_runtime_us={before}", lambda: write(RT_RUNTIME, before))
+        except OSError as e:
+            warn(f"cannot set {RT_RUNTIME} to {want}: {e}; keeping {before}")
+    out["sched_rt_runtime_us"] = read(RT_RUNTIME)
+    # Since 6.12 the fair deadline server also reserves time for SCHED_OTHER
+    # tasks beside RT ones; record it (not changed).
+    fs = {}
+    base = DEBUGFS + "/sched/fair_server"
+    if os.path.isdir(base):
+        for cpu in sorted(os.listdir(base)):
+            fs[cpu] = {k: read(f"{base}/{cpu}/{k}") for k in ("runtime", "period")}
+    out["fair_server"] = fs or None
+    return out
+
+
+def detach_probe(detach, cpu):
+    """(available, why): detached runs need a runtime that really detaches:
+    `detach run -c CPU --stats F -- true` must exit 0 and F must show
+    forwarded system calls."""
+    if not os.access(detach, os.X_OK):
+        return False, f"{detach} not built"
+    fd, stats = tempfile.mkstemp(prefix="detach-probe-", suffix=".json")
+    os.close(fd)
+    os.unlink(stats)
+    try:
+        r = subprocess.run([detach, "run", "-c", str(cpu), "--stats", stats, "--", "true"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        return False, f"'detach run -c {cpu} -- true' did not finish in 30 s"
+    try:
+        if r.returncode != 0:
+            tail = r.stdout.strip().splitlines()[-1:] or [""]
+            return False, f"'detach run -c {cpu} -- true' exited {r.returncode}: {tail[0]}"
+        data = read(stats)
+        if not data:
+            return False, (f"'detach run -c {cpu} --stats F -- true' wrote no statistics: "
+                           "the runtime does not detach yet")
+        try:
+            json.loads(data)
+        except ValueError:
+            return False, "runtime statistics are not valid JSON"
+        if "forwarded" not in data:
+            return False, "runtime statistics show no forwarded system calls"
+        return True, "detach run works and forwards system calls"
+    finally:
+        if os.path.exists(stats):
+            os.unlink(stats)
+
+
+class Partition:
+    """The isolated partition from `detach isolate` (issue 6), when that
+    verb exists; entered for the partition configurations only."""
+
+    def __init__(self, detach, cpu, restorer, use):
+        self.detach, self.cpu, self.restorer = detach, cpu, restorer
+        self.active = False
+        self.available = False
+        self.why = "disabled with --no-isolate"
+        if not use:
+            return
+        try:
+            r = subprocess.run([detach, "isolate", "--help"], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, timeout=10)
+            self.available = r.returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            self.available = False
+        self.why = ("detach isolate" if self.available
+                    else "'detach isolate' is not available (issue 6): no partition")
+        if self.available:
+            restorer.push("detach isolate --undo", self.leave)
+
+    def enter(self):
+        if not self.available or self.active:
+            return self.active
+        r = subprocess.run([self.detach, "isolate", "-c", str(self.cpu)],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if r.returncode:
+            warn(f"detach isolate -c {self.cpu} failed ({r.stdout.strip()[-200:]}); "
+                 "running without partition")
+            self.available = False
+            self.why = f"detach isolate -c {self.cpu} failed: {r.stdout.strip()[-200:]}"
+            return False
+        self.active = True
+        return True
+
+    def leave(self):
+        if self.active:
+            subprocess.run([self.detach, "isolate", "--undo"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+            self.active = False

@@ -1,0 +1,119 @@
+"""Small helpers: CPU lists, /proc scanning, errors."""
+import os
+import sys
+
+
+class BenchError(Exception):
+    """A failure the user can fix: one error line plus an optional NOTE."""
+
+    def __init__(self, msg, note=None):
+        super().__init__(msg)
+        self.note = note
+
+
+def err(msg, note=None):
+    print(f"detach bench: {msg}", file=sys.stderr)
+    if note:
+        print(f"  NOTE: {note}", file=sys.stderr)
+
+
+def warn(msg):
+    print(f"detach bench: warning: {msg}", file=sys.stderr)
+
+
+def parse_cpulist(s):
+    cpus = set()
+    s = s.strip()
+    if not s:
+        return cpus
+    for part in s.split(","):
+        if "-" in part:
+            a, b = part.split("-", 1)
+            a, b = int(a), int(b)
+            if b < a:
+                raise ValueError(f"bad CPU range '{part}'")
+            cpus.update(range(a, b + 1))
+        else:
+            cpus.add(int(part))
+    return cpus
+
+
+def format_cpulist(cpus):
+    cpus = sorted(cpus)
+    out, i = [], 0
+    while i < len(cpus):
+        j = i
+        while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1:
+            j += 1
+        out.append(str(cpus[i]) if i == j else f"{cpus[i]}-{cpus[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def online_cpus():
+    with open("/sys/devices/system/cpu/online") as f:
+        return parse_cpulist(f.read())
+
+
+def read(path, default=None):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return default
+
+
+def proc_table():
+    """{pid: (ppid, pgid, comm)} for every live process."""
+    table = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                st = f.read()
+        except OSError:
+            continue
+        # comm may contain spaces and parentheses: split at the last ')'
+        r = st.rfind(")")
+        comm = st[st.find("(") + 1:r]
+        fields = st[r + 2:].split()
+        if fields[0] == "Z":
+            continue
+        table[int(d)] = (int(fields[1]), int(fields[2]), comm)
+    return table
+
+
+def procs_in_groups(pgids):
+    """[(pid, comm)] of live processes whose process group is in pgids."""
+    pgids = set(pgids)
+    return [(pid, c) for pid, (_, g, c) in proc_table().items() if g in pgids]
+
+
+def cpus_allowed(pid):
+    s = read(f"/proc/{pid}/status", "")
+    for line in s.splitlines():
+        if line.startswith("Cpus_allowed_list:"):
+            return parse_cpulist(line.split(":", 1)[1])
+    return None
+
+
+def proc_io(pid):
+    """{rchar, wchar, write_bytes, ...} from /proc/PID/io, or {}."""
+    out = {}
+    for line in read(f"/proc/{pid}/io", "").splitlines():
+        k, _, v = line.partition(":")
+        try:
+            out[k.strip()] = int(v)
+        except ValueError:
+            pass
+    return out
+
+
+def fmt_dur(s):
+    s = int(round(s))
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    if s >= 60:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s}s"

@@ -305,6 +305,16 @@ static void move_tasks_v1(struct iso *s, const char *hk_tasks)
 			err = write_text_file(hk_tasks, buf);
 			if (err == -ESRCH)
 				continue;
+			/* kthreadd may not leave the root cpuset, but its affinity
+			 * can be set; the task record above restores it on undo. */
+			if (err && !(task_flags(tid) & PF_NO_SETAFFINITY_FLAG) &&
+			    sched_getaffinity((pid_t)tid, sizeof(aff), &aff) == 0 &&
+			    !CPU_EQUAL(&aff, &s->hk) &&
+			    sched_setaffinity((pid_t)tid, sizeof(s->hk), &s->hk) == 0) {
+				printf("pin task %ld (%s) to CPU %s: it cannot leave the root cpuset\n", tid, comm, s->hk_s);
+				changed(s);
+				continue;
+			}
 			if (err) {
 				long *ns = realloc(stuck, sizeof(long) * (size_t)(nstuck + 1));
 				if (ns) { stuck = ns; stuck[nstuck++] = tid; }
@@ -319,16 +329,27 @@ static void move_tasks_v1(struct iso *s, const char *hk_tasks)
 		if (!moved_now || s->dry)
 			break;
 	}
-	if (nstuck) {
-		char names[900] = "";
-		size_t o = 0;
-		for (int i = 0; i < nstuck && o < sizeof(names) - 80; i++) {
+	/* Of the threads that stay, only those allowed on the isolated CPUs
+	 * matter: per-CPU threads of those CPUs and workqueue rescuers. */
+	int nleft = 0;
+	char names[900] = "";
+	size_t o = 0;
+	for (int i = 0; i < nstuck; i++) {
+		cpu_set_t aff;
+		if (sched_getaffinity((pid_t)stuck[i], sizeof(aff), &aff))
+			continue;
+		CPU_AND(&aff, &aff, &s->cpus);
+		if (!CPU_COUNT(&aff))
+			continue;
+		nleft++;
+		if (o < sizeof(names) - 80) {
 			task_comm(stuck[i], comm, sizeof(comm));
-			o += (size_t)snprintf(names + o, sizeof(names) - o, "%s%s", i ? " " : "", comm);
+			o += (size_t)snprintf(names + o, sizeof(names) - o, "%s%s", o ? " " : "", comm);
 		}
-		printf("%s %d kernel threads that cannot leave the root cpuset (per-CPU or managed by the kernel): %s%s\n",
-		       s->dry ? "would leave" : "left", nstuck, names, o >= sizeof(names) - 80 ? " ..." : "");
 	}
+	if (nleft)
+		printf("%s %d kernel thread(s) allowed on CPU %s: the kernel places them (per-CPU threads, workqueue rescuers): %s%s\n",
+		       s->dry ? "would leave" : "left", nleft, s->cpus_s, names, o >= sizeof(names) - 80 ? " ..." : "");
 	(void)moved;
 	free(stuck);
 }

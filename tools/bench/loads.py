@@ -57,9 +57,15 @@ class Load:
     def stop(self):
         """Stops every process of the load; returns the leftovers (should be [])."""
         for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+            members = procs_in_groups(self.pgids())
             for p in self.procs:
                 try:
                     os.killpg(p.pid, sig)
+                except ProcessLookupError:
+                    pass
+            for pid, _ in members:     # those that left the group
+                try:
+                    os.kill(pid, sig)
                 except ProcessLookupError:
                     pass
             deadline = time.monotonic() + wait
@@ -310,7 +316,7 @@ class Io(Load):
             return {}
         return {"disk_MBps": round((p1["disk_bytes"] - p0["disk_bytes"]) / secs / 1e6, 1),
                 "net_Mbitps": round((p1["net_bytes"] - p0["net_bytes"]) * 8 / secs / 1e6, 1),
-                "disk": "fio sequential write 64k, fsync every 16 writes, " + self.tmp,
+                "disk": "fio sequential write 64k, fsync every 16 writes, under /var/tmp",
                 "net": "iperf3 TCP over 127.0.0.1"}
 
     def describe(self):

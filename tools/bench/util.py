@@ -85,9 +85,20 @@ def proc_table():
 
 
 def procs_in_groups(pgids):
-    """[(pid, comm)] of live processes whose process group is in pgids."""
+    """[(pid, comm)] of live processes whose process group is in pgids, or
+    that descend from one of the leaders pgids (fio's workers leave the
+    group with setsid)."""
     pgids = set(pgids)
-    return [(pid, c) for pid, (_, g, c) in proc_table().items() if g in pgids]
+    table = proc_table()
+    mine = {pid for pid, (_, g, _) in table.items() if g in pgids} | (pgids & set(table))
+    grew = True
+    while grew:
+        grew = False
+        for pid, (pp, _, _) in table.items():
+            if pid not in mine and pp in mine:
+                mine.add(pid)
+                grew = True
+    return [(pid, table[pid][2]) for pid in sorted(mine)]
 
 
 def cpus_allowed(pid):

@@ -1,0 +1,148 @@
+/* detach ps: the detached threads of every running program, from the
+ * statistics each runtime publishes in REGISTRY_DIR/<pid>. */
+#include "cli/cli.h"
+#include "lib/contract.h"
+#include "runtime/runtime.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int usage(int status)
+{
+	fprintf(status ? stderr : stdout,
+		"usage: detach ps [--json]\n\n"
+		"Lists the detached threads of all running programs: pid, tid, CPU, mode,\n"
+		"proxy tid and wait, forwarded / local / emulated calls and traps.\n"
+		"  --json   one JSON document instead of the table\n");
+	return status;
+}
+
+static const struct dt_registry *map_registry(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	void *p;
+
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) || st.st_size != (off_t)sizeof(struct dt_registry)) {
+		close(fd);
+		return NULL;
+	}
+	p = mmap(NULL, sizeof(struct dt_registry), PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static bool task_alive(int pid, int tid)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d", pid, tid);
+	return access(path, F_OK) == 0;
+}
+
+static int ps_main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	bool as_json = false;
+	struct json j;
+	DIR *d;
+	struct dirent *e;
+	int c, rows = 0;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'j': as_json = true; break;
+		case 'h': return usage(0);
+		default: return usage(EXIT_USAGE);
+		}
+	}
+	if (optind < argc) {
+		cli_err("unexpected argument '%s'", argv[optind]);
+		return EXIT_USAGE;
+	}
+	if (as_json) {
+		json_init(&j, stdout);
+		json_object_begin(&j, NULL);
+		json_array_begin(&j, "threads");
+	} else {
+		printf("%7s %7s %4s %-8s %-6s %-8s %7s %12s %10s %10s %12s  %s\n", "PID", "TID", "CPU", "MODE",
+		       "STATE", "PROXY", "PTID", "FORWARDED", "LOCAL", "EMULATED", "TRAPS", "COMMAND");
+	}
+	d = opendir(REGISTRY_DIR);
+	while (d && (e = readdir(d))) {
+		char path[512];
+		const struct dt_registry *r;
+		int pid = atoi(e->d_name);
+
+		if (pid <= 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", REGISTRY_DIR, e->d_name);
+		if (kill(pid, 0) && errno == ESRCH) {
+			unlink(path);           /* left by a program that was killed */
+			continue;
+		}
+		if (!(r = map_registry(path)))
+			continue;
+		if (r->magic != REGISTRY_MAGIC || r->pid != pid) {
+			munmap((void *)r, sizeof(*r));
+			continue;
+		}
+		for (int i = 0; i < r->nthreads && i < DT_MAX_THREADS; i++) {
+			const struct dt_thread_stats *s = &r->threads[i];
+			bool alive;
+
+			if (!s->tid)
+				continue;
+			alive = task_alive(pid, s->tid);
+			rows++;
+			if (as_json) {
+				json_object_begin(&j, NULL);
+				json_int(&j, "pid", pid);
+				json_int(&j, "tid", s->tid);
+				json_int(&j, "cpu", s->cpu);
+				json_str(&j, "mode", r->mode);
+				json_bool(&j, "alive", alive);
+				json_str(&j, "proxy", r->proxy);
+				json_int(&j, "proxy_tid", s->proxy_tid);
+				json_uint(&j, "forwarded", s->forwarded);
+				json_uint(&j, "local", s->local);
+				json_uint(&j, "emulated", s->emulated);
+				json_uint(&j, "traps", s->traps);
+				json_str(&j, "command", r->comm);
+				json_object_end(&j);
+			} else {
+				printf("%7d %7d %4d %-8s %-6s %-8s %7d %12llu %10llu %10llu %12llu  %s\n", pid, s->tid,
+				       s->cpu, r->mode, alive ? "run" : "exited", r->proxy, s->proxy_tid,
+				       (unsigned long long)s->forwarded, (unsigned long long)s->local,
+				       (unsigned long long)s->emulated, (unsigned long long)s->traps, r->comm);
+			}
+		}
+		munmap((void *)r, sizeof(*r));
+	}
+	if (d)
+		closedir(d);
+	if (as_json) {
+		json_array_end(&j);
+		json_object_end(&j);
+	} else if (!rows) {
+		printf("(no detached threads)\n");
+	}
+	return 0;
+}
+
+DETACH_VERB(verb_ps) = { "ps", "list the detached threads of running programs", ps_main };

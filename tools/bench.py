@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""detach bench: reproduce the paper's evaluation (FWQ and the control loop
+under idle, build and I/O load) on this machine.  Run through `detach bench`
+or `make bench`; see docs/bench.md."""
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench import loads as L          # noqa: E402
+from bench import report, run         # noqa: E402
+from bench.util import BenchError, err, online_cpus, parse_cpulist   # noqa: E402
+
+
+def root_dir():
+    return os.environ.get("DETACH_ROOT") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def pick(kind, s, valid):
+    items = [x.strip() for x in s.split(",") if x.strip()]
+    if "all" in items:
+        return list(valid)
+    bad = [x for x in items if x not in valid]
+    if bad or not items:
+        raise BenchError(f"unknown {kind} '{','.join(bad) or s}'",
+                         f"choose from {', '.join(valid)} (comma-separated) or all")
+    return [x for x in valid if x in items]   # canonical order
+
+
+def positive(s):
+    try:
+        v = int(s.replace("k", "000"))
+        if v <= 0:
+            raise ValueError
+        return v
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a positive number: '{s}'")
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(
+        prog="detach bench",
+        description="Runs fwq and ctlloop under idle, build and io load in the configurations "
+                    "linux, linux-fifo, linux-fifo-isolated, detached and floor; writes "
+                    "results.json, summary.md (the paper's two tables beside ours) and plots.")
+    p.add_argument("--load", default="all", help="idle,build,io (default all)")
+    p.add_argument("--config", default="all",
+                   help="linux,linux-fifo,linux-fifo-isolated,detached,floor (default all)")
+    p.add_argument("--program", default="all", help="fwq,ctlloop (default all)")
+    p.add_argument("--samples", type=positive, help="samples per cell for both programs "
+                   "(default 10000; --quick: fwq 300, ctlloop 1000)")
+    p.add_argument("--repeat", type=positive, help="repetitions (default 2; --quick: 1)")
+    p.add_argument("--out", help="output directory (default results/<timestamp>)")
+    p.add_argument("--quick", action="store_true",
+                   help="about one minute: few samples, one repetition, a small C tree as build load")
+    p.add_argument("-c", "--cpu", type=int, help="measured CPU (default: the last online CPU)")
+    p.add_argument("-H", "--housekeeping", help="CPUs for the loads (default: all others)")
+    p.add_argument("--quantum", type=positive, default=4300000,
+                   help="FWQ work quantum target in cycles (default 4300000)")
+    p.add_argument("--loops", type=positive, help="FWQ work loop count (skips calibration)")
+    p.add_argument("--rt-runtime", default="-1",
+                   help="sched_rt_runtime_us for the run, restored after; 'keep' leaves it (default -1)")
+    p.add_argument("--preempt", default="full",
+                   help="preemption model for the run if PREEMPT_DYNAMIC (restored after); "
+                        "'keep' leaves it (default full, as the paper's PREEMPT baseline)")
+    p.add_argument("--no-isolate", action="store_true", help="never use detach isolate")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--no-print", action="store_true", help="do not print summary.md at the end")
+    p.add_argument("--settle", type=float, help="seconds between starting a load and measuring")
+    p.add_argument("--check-loads", type=float, metavar="SECONDS",
+                   help="only start each selected load, check it for SECONDS, stop it; print JSON")
+    p.add_argument("--report", metavar="DIR", help="only rewrite summary.md and plots from DIR/results.json")
+    a = p.parse_args(argv)
+    a.cmdline = ["detach", "bench"] + argv
+    a.loads = pick("load", a.load, L.LOADS)
+    a.configs = pick("configuration", a.config, run.CONFIGS)
+    a.programs = pick("program", a.program, run.PROGRAMS)
+    a.samples_fwq = a.samples or (300 if a.quick else 10000)
+    a.samples_ctl = a.samples or (1000 if a.quick else 10000)
+    a.repeat = a.repeat or (1 if a.quick else 2)
+    if a.settle is None:
+        a.settle = 1.0 if a.quick else 5.0
+    if a.rt_runtime != "keep":
+        try:
+            if int(a.rt_runtime) < -1:
+                raise ValueError
+        except ValueError:
+            raise BenchError(f"bad --rt-runtime '{a.rt_runtime}'", "a number of us, -1, or keep")
+    try:
+        a.housekeeping = parse_cpulist(a.housekeeping) if a.housekeeping else None
+    except ValueError:
+        raise BenchError(f"malformed CPU list '{a.housekeeping}'", "a CPU list looks like 0 or 0-2,4")
+    if not a.out:
+        a.out = os.path.join(root_dir(), "results", time.strftime("%Y%m%d-%H%M%S"))
+    return a
+
+
+def check_loads(a, root):
+    """Start, check and stop each load: what the tests exercise."""
+    online = sorted(online_cpus())
+    if len(online) < 2:
+        raise BenchError(f"needs at least 2 CPUs, this machine has {len(online)}")
+    cpu = a.cpu if a.cpu is not None else online[-1]
+    hk = a.housekeeping or (set(online) - {cpu})
+    out = {}
+    for name in a.loads:
+        load = L.make_load(name, hk, a.quick, root)
+        res = {}
+        try:
+            load.prepare(lambda m: print(m, file=sys.stderr))
+            load.start()
+            time.sleep(a.settle)
+            first = load.check()
+            t_end = time.monotonic() + a.check_loads
+            checks = [first]
+            while time.monotonic() < t_end:
+                time.sleep(min(1.0, max(0.05, t_end - time.monotonic())))
+                checks.append(load.check())
+            res = {"first": first, "last": checks[-1],
+                   "progressed": load.advanced(first["progress"], checks[-1]["progress"]),
+                   "confined": all(not c["outside"] for c in checks),
+                   "alive": not checks[-1]["dead"], "pgids": load.pgids()}
+        finally:
+            left = load.stop()
+            res["leftover"] = [f"{p} {c}" for p, c in left]
+            res["achieved"] = load.achieved()
+            out[name] = res
+    print(json.dumps(out, indent=1))
+    bad = [n for n, r in out.items() if r["leftover"] or not r.get("confined", False)
+           or not r.get("alive", False) or (n != "idle" and not r.get("progressed"))]
+    return 1 if bad else 0
+
+
+def main(argv):
+    root = root_dir()
+    try:
+        a = parse(argv)
+        if a.report:
+            with open(os.path.join(a.report, "results.json")) as f:
+                doc = json.load(f)
+            report.write_all(doc, a.report, plots=not a.no_plots)
+            print(os.path.join(a.report, "summary.md"))
+            return 0
+        if a.check_loads is not None:
+            return check_loads(a, root)
+        return run.Bench(a, root).run()
+    except BenchError as e:
+        err(str(e), e.note)
+        return 2 if "unknown" in str(e) or "bad" in str(e) or "malformed" in str(e) else 1
+    except KeyboardInterrupt:
+        err("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

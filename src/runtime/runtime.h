@@ -97,6 +97,7 @@ struct dt_thread {
 	volatile int depth;             /* forwarded calls in flight (signal nesting) */
 	volatile int intr_signo;        /* a handler ran while we waited */
 	volatile uint8_t selector;      /* Syscall User Dispatch selector byte */
+	bool app_blocks_sigsys;         /* what the program believes of its mask */
 	struct dt_thread_stats *stats;
 	char path[4096 + 64];           /* /proc/thread-self rewriting */
 	/* vfork on the shared stack: the frame both child and parent resume from */

@@ -25,6 +25,9 @@
 _Static_assert(offsetof(ucontext_t, uc_mcontext.gregs[REG_RAX]) == 144, "UC_RAX in stubs.S");
 _Static_assert(sizeof(cpu_set_t) == 128, "CPUSET_SIZE in stubs.S");
 
+/* SIGSYS carries our traps (see do_sigprocmask) */
+#define SIGSYS_BIT (1ull << (SIGSYS - 1))
+
 enum action { FORWARD = 0, LOCAL, MIRROR, EMULATE, SPECIAL };
 
 typedef long (*special_fn)(struct dt_thread *t, long nr, long a[6], ucontext_t *uc);
@@ -44,6 +47,9 @@ static long do_execve(struct dt_thread *, long, long *, ucontext_t *);
 static long do_sigreturn(struct dt_thread *, long, long *, ucontext_t *);
 static long do_sigaction(struct dt_thread *, long, long *, ucontext_t *);
 static long do_futex(struct dt_thread *, long, long *, ucontext_t *);
+static long do_sigprocmask(struct dt_thread *, long, long *, ucontext_t *);
+static long do_sigsuspend(struct dt_thread *, long, long *, ucontext_t *);
+static long do_masked_wait(struct dt_thread *, long, long *, ucontext_t *);
 static long do_kill(struct dt_thread *, long, long *, ucontext_t *);
 static long do_thread_signal(struct dt_thread *, long, long *, ucontext_t *);
 static long do_getrusage(struct dt_thread *, long, long *, ucontext_t *);
@@ -82,9 +88,9 @@ static const struct rule rules[DT_NR_SYSCALLS] = {
 	[SYS_personality]     = R_LOCAL("personality of the calling task"),
 	[SYS_restart_syscall] = R_LOCAL("continues the calling thread's interrupted call"),
 	/* per-thread signal state */
-	[SYS_rt_sigprocmask]  = R_LOCAL("the signal mask is the calling thread's"),
+	[SYS_rt_sigprocmask]  = R_FN(do_sigprocmask, "the signal mask is the calling thread's; SIGSYS stays open"),
 	[SYS_rt_sigreturn]    = R_FN(do_sigreturn, "returns from a handler on the calling thread"),
-	[SYS_rt_sigsuspend]   = R_LOCAL("waits for signals to the calling thread"),
+	[SYS_rt_sigsuspend]   = R_FN(do_sigsuspend, "waits for signals to the calling thread"),
 	[SYS_rt_sigtimedwait] = R_LOCAL("dequeues signals of the calling thread"),
 	[SYS_rt_sigpending]   = R_LOCAL("pending set of the calling thread"),
 	[SYS_sigaltstack]     = R_LOCAL("alternate stack of the calling thread"),
@@ -94,6 +100,10 @@ static const struct rule rules[DT_NR_SYSCALLS] = {
 	[SYS_tkill]           = R_FN(do_thread_signal, "raise() and abort() rely on synchronous delivery"),
 	[SYS_rt_tgsigqueueinfo] = R_FN(do_thread_signal, "a signal to ourselves is delivered at once"),
 	[SYS_rt_sigqueueinfo] = R_FN(do_kill, "a signal to ourselves is delivered at once"),
+	[SYS_ppoll]           = R_FN(do_masked_wait, "the mask argument is for the calling thread"),
+	[SYS_pselect6]        = R_FN(do_masked_wait, "the mask argument is for the calling thread"),
+	[SYS_epoll_pwait]     = R_FN(do_masked_wait, "the mask argument is for the calling thread"),
+	[SYS_epoll_pwait2]    = R_FN(do_masked_wait, "the mask argument is for the calling thread"),
 	/* PI futexes: the kernel checks the owner tid in the futex word */
 	[SYS_futex]           = R_FN(do_futex, "PI operations name the caller as owner"),
 	/* credentials and kernel context the proxy must share */
@@ -365,8 +375,18 @@ static long do_sigreturn(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 static long do_sigaction(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
 	(void)uc;
-	if (a[0] != SIGSYS)
-		return forward(t, nr, a);
+	if (a[0] != SIGSYS) {
+		struct ksigaction act;
+		long b[6];
+		if (!a[1] || (unsigned long)a[3] != 8 || !(((struct ksigaction *)a[1])->mask & SIGSYS_BIT))
+			return forward(t, nr, a);
+		/* a handler that blocks SIGSYS would turn our next trap fatal */
+		memcpy(&act, (void *)a[1], sizeof(act));
+		act.mask &= ~SIGSYS_BIT;
+		memcpy(b, a, sizeof(b));
+		b[1] = (long)&act;
+		return forward(t, nr, b);
+	}
 	/* SIGSYS carries our traps: keep the program's wish, answer from it. */
 	count(t, nr, &t->stats->emulated);
 	if ((unsigned long)a[3] != 8)
@@ -376,6 +396,88 @@ static long do_sigaction(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	if (a[1])
 		memcpy(&dt_app_sigsys, (void *)a[1], sizeof(dt_app_sigsys));
 	return 0;
+}
+
+/* SIGSYS carries our traps: Syscall User Dispatch kills a thread that traps
+ * with SIGSYS blocked.  So the detached thread never blocks it; the program
+ * is told what it asked for (t->app_blocks_sigsys) and a SIGSYS sent to it
+ * meanwhile goes to the program's handler through chain_app_sigsys. */
+static long do_sigprocmask(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	uint64_t set, *old = (uint64_t *)a[2];
+	bool was = t->app_blocks_sigsys;
+	long b[6], ret;
+
+	(void)uc;
+	if (a[3] != 8)
+		return local_call(t, nr, a);        /* the kernel says EINVAL */
+	memcpy(b, a, sizeof(b));
+	if (a[1]) {
+		set = *(const uint64_t *)a[1];
+		if (a[0] == SIG_SETMASK)
+			t->app_blocks_sigsys = set & SIGSYS_BIT;
+		else if (a[0] == SIG_BLOCK && (set & SIGSYS_BIT))
+			t->app_blocks_sigsys = true;
+		else if (a[0] == SIG_UNBLOCK && (set & SIGSYS_BIT))
+			t->app_blocks_sigsys = false;
+		set &= ~SIGSYS_BIT;
+		b[1] = (long)&set;
+	}
+	ret = local_call(t, nr, b);
+	if (ret < 0)
+		t->app_blocks_sigsys = was;
+	else if (old && was)
+		*old |= SIGSYS_BIT;
+	return ret;
+}
+
+static long do_sigsuspend(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	uint64_t set;
+	long b[6];
+
+	(void)uc;
+	memcpy(b, a, sizeof(b));
+	if (a[0] && a[1] == 8) {
+		set = *(const uint64_t *)a[0] & ~SIGSYS_BIT;
+		b[0] = (long)&set;
+	}
+	return local_call(t, nr, b);
+}
+
+/* ppoll, pselect6, epoll_pwait(2): the mask is the detached thread's for the
+ * length of the wait; the proxy keeps its own (all blocked) and the wait is
+ * interrupted the usual way when a handler runs here. */
+static long do_masked_wait(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	struct { const uint64_t *ss; size_t len; } psel, *pa = NULL;
+	const uint64_t *mask;
+	uint64_t m, old;
+	long b[6], ret;
+
+	(void)uc;
+	if (nr == SYS_pselect6) {
+		pa = (void *)a[5];
+		mask = pa && pa->len == 8 ? pa->ss : NULL;
+	} else {
+		int i = nr == SYS_ppoll ? 3 : 4;
+		mask = a[i + 1] == 8 ? (const uint64_t *)a[i] : NULL;
+	}
+	if (!mask || t->depth > 0)
+		return forward(t, nr, a);
+	memcpy(b, a, sizeof(b));
+	if (nr == SYS_pselect6) {
+		psel.ss = NULL;
+		psel.len = 8;
+		b[5] = (long)&psel;
+	} else {
+		b[nr == SYS_ppoll ? 3 : 4] = 0;
+	}
+	m = *mask & ~SIGSYS_BIT;
+	sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &m, &old, 8);
+	ret = forward(t, nr, b);
+	sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, 8);
+	return ret;
 }
 
 static long do_kill(struct dt_thread *t, long nr, long *a, ucontext_t *uc)

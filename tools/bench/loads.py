@@ -156,7 +156,8 @@ class Build(Load):
         self.log = None
         self._off = 0
         self._jobs = 0
-        self.rounds_hint = None
+        self.source = ("this repository's sources (quick)" if quick
+                       else "Debian linux-source, defconfig (cached in " + CACHE + ")")
 
     def jobs_n(self):
         return max(2, 2 * len(self.hk))

@@ -92,7 +92,7 @@ class Bench:
         if cfg in ("linux-fifo", "linux-fifo-isolated", "floor"):
             return FIFO + ["taskset", "-c", cpu] + cmd
         if cfg == "detached":
-            return [self.detach, "run", "-c", cpu, "--"] + cmd
+            return [self.detach, "run", "-c", cpu, "-H", format_cpulist(self.hk), "--"] + cmd
         raise ValueError(cfg)
 
     def verify_config(self, cfg, res):
@@ -122,7 +122,14 @@ class Bench:
         cell["cmd"] = cmd
         before = load.check()
         t = time.monotonic()
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        pre = None
+        if cell["in_partition"]:
+            if cfg == "detached":
+                pre = self.partition.preexec("root", {self.cpu} | self.hk)
+            else:
+                pre = self.partition.preexec("partition", {self.cpu})
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             preexec_fn=pre)
         try:
             so, _ = p.communicate(timeout=self.cell_seconds(prog) * 5 + 60)
         except subprocess.TimeoutExpired:

@@ -74,11 +74,17 @@ def preemption(restorer, want):
         if r.returncode == 0:
             restorer.push("debugfs mount", lambda: subprocess.run(
                 ["umount", DEBUGFS], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-    line = read(PREEMPT)
-    if line is None:
-        out["current"] = None
-        out["note"] = "sched/preempt not readable (no debugfs or not PREEMPT_DYNAMIC)"
-        out["ran_with"] = built[0] if len(built) == 1 else "unknown"
+    try:
+        with open(PREEMPT) as f:
+            line = f.read().strip()
+    except OSError as e:
+        # e.g. EPERM under kernel lockdown: neither readable nor settable.
+        default = {"PREEMPT_NONE": "none", "PREEMPT_VOLUNTARY": "voluntary",
+                   "PREEMPT": "full", "PREEMPT_LAZY": "lazy", "PREEMPT_RT": "rt"}
+        base = out["cmdline_preempt"] or (default.get(built[0]) if len(built) == 1 else None)
+        out["ran_with"] = f"{base} (boot default, not verifiable)" if base else "unknown"
+        out["note"] = (f"{PREEMPT}: {e.strerror}: the model could not be read or changed "
+                       f"at run time; a boot with preempt=full would match the paper")
         return out
     modes = line.split()
     cur = next((m.strip("()") for m in modes if m.startswith("(")), None)
@@ -157,6 +163,9 @@ def detach_probe(detach, cpu):
             os.unlink(stats)
 
 
+PARTITION = "detach"      # src/lib/partition.h PARTITION_NAME
+
+
 class Partition:
     """The isolated partition from `detach isolate` (issue 6), when that
     verb exists; entered for the partition configurations only."""
@@ -178,6 +187,41 @@ class Partition:
                     else "'detach isolate' is not available (issue 6): no partition")
         if self.available:
             restorer.push("detach isolate --undo", self.leave)
+
+    def cgroup(self):
+        """(kind, mount) of the cpuset hierarchy: ('v1', path) or ('v2', path)."""
+        v2 = None
+        for line in (read("/proc/mounts", "") or "").splitlines():
+            f = line.split()
+            if f[2] == "cgroup" and "cpuset" in f[3].split(","):
+                return "v1", f[1]
+            if f[2] == "cgroup2":
+                v2 = f[1]
+        return ("v2", v2) if v2 else (None, None)
+
+    def preexec(self, where, cpus):
+        """A Popen preexec_fn putting the child into the partition
+        (where='partition') or the root cpuset (where='root', for `detach
+        run`, whose proxies need the housekeeping CPUs beside the isolated
+        one), then pinning it to cpus.  None when no partition is active."""
+        if not self.active:
+            return None
+        kind, mnt = self.cgroup()
+
+        def join():
+            pid = str(os.getpid())
+            if kind == "v1":
+                path = f"{mnt}/{PARTITION}/tasks" if where == "partition" else f"{mnt}/tasks"
+                with open(path, "w") as f:
+                    f.write(pid)
+            elif kind == "v2":
+                with open(f"{mnt}/cgroup.procs", "w") as f:
+                    f.write(pid)
+                if where == "partition":
+                    with open(f"{mnt}/{PARTITION}/cgroup.threads", "w") as f:
+                        f.write(pid)
+            os.sched_setaffinity(0, cpus)
+        return join
 
     def enter(self):
         if not self.available or self.active:

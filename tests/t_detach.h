@@ -1,0 +1,150 @@
+/* Helpers for tests that run themselves under `detach run` and check the
+ * result with the kernel's own per-thread counters (/proc/PID/task/TID). */
+#ifndef DETACH_TESTS_T_DETACH_H
+#define DETACH_TESTS_T_DETACH_H
+
+#include "t.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define T_DETACHED_CPU 1
+
+/* Re-executes this test under `detach run -c 1 [extra...]` unless it already
+ * runs there.  Skips without the CPUs the test needs. */
+static inline void t_reexec_detached(int argc, char **argv, const char *const *extra)
+{
+	const char *bin = getenv("DETACH_BIN");
+	char *args[64];
+	int n = 0;
+
+	(void)argc;
+	if (getenv("T_DETACHED"))
+		return;
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		t_skip("needs 2 CPUs");
+	if (!bin)
+		t_skip("DETACH_BIN is not set: run through tests/run.sh");
+	setenv("T_DETACHED", "1", 1);
+	args[n++] = (char *)bin;
+	args[n++] = "run";
+	args[n++] = "-c";
+	args[n++] = "1";
+	for (int i = 0; extra && extra[i] && n < 60; i++)
+		args[n++] = (char *)extra[i];
+	args[n++] = "--";
+	args[n++] = argv[0];
+	args[n] = NULL;
+	execv(bin, args);
+	perror("execv detach");
+	exit(1);
+}
+
+/* Reads /proc/self/task/TID/FILE into buf (through the proxy when called on
+ * the detached thread: reading is forwarded like any call). */
+static inline int t_task_file(pid_t tid, const char *file, char *buf, size_t len)
+{
+	char path[128];
+	int fd;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/%s", (int)tid, file);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	return 0;
+}
+
+/* The value after "key:" (status, io, sched) in /proc/self/task/TID/FILE. */
+static inline long long t_task_value(pid_t tid, const char *file, const char *key)
+{
+	char buf[8192], *p;
+	size_t klen = strlen(key);
+
+	if (t_task_file(tid, file, buf, sizeof(buf)))
+		return -1;
+	for (p = buf; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+		if (!strncmp(p, key, klen) && (p[klen] == ':' || p[klen] == ' ')) {
+			p += klen;
+			while (*p == ':' || *p == ' ' || *p == '\t')
+				p++;
+			return strtoll(p, NULL, 10);
+		}
+	}
+	return -1;
+}
+
+/* The line "key:\t..." of status, value only. */
+static inline int t_task_status_str(pid_t tid, const char *key, char *out, size_t len)
+{
+	char buf[8192], *p;
+	size_t klen = strlen(key);
+
+	if (t_task_file(tid, "status", buf, sizeof(buf)))
+		return -1;
+	for (p = buf; p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+		if (!strncmp(p, key, klen) && p[klen] == ':') {
+			p += klen + 1;
+			while (*p == ' ' || *p == '\t')
+				p++;
+			snprintf(out, len, "%.*s", (int)strcspn(p, "\n"), p);
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* Field n (1-based, as proc(5) numbers them) of /proc/self/task/TID/stat. */
+static inline long long t_task_stat_field(pid_t tid, int n)
+{
+	char buf[4096], *p;
+
+	if (t_task_file(tid, "stat", buf, sizeof(buf)) || !(p = strrchr(buf, ')')))
+		return -1;
+	p += 2;                       /* field 3 starts here */
+	for (int i = 3; i < n && p; i++) {
+		p = strchr(p, ' ');
+		if (p)
+			p++;
+	}
+	return p ? strtoll(p, NULL, 10) : -1;
+}
+
+/* The proxy: the thread of this process named "detach-proxy" (0: none). */
+static inline pid_t t_find_proxy(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	pid_t found = 0;
+
+	while (d && (e = readdir(d))) {
+		char comm[64];
+		pid_t tid = atoi(e->d_name);
+		if (tid > 0 && !t_task_file(tid, "comm", comm, sizeof(comm)) && !strncmp(comm, "detach-proxy", 12))
+			found = tid;
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/* The detached thread's tid as the kernel knows it: the thread of this
+ * process allowed on exactly the detached CPU. */
+static inline pid_t t_main_tid(void)
+{
+	return (pid_t)getpid();
+}
+
+#endif

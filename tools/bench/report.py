@@ -94,7 +94,7 @@ def summary(doc):
     pm = f"ran with preemption model `{pre.get('ran_with')}`"
     if pre.get("changed"):
         pm += f" (switched from `{pre.get('before')}` via debugfs sched/preempt, restored after)"
-    elif pre.get("dynamic"):
+    elif pre.get("dynamic") and pre.get("available"):
         pm += f" (PREEMPT_DYNAMIC; available: {', '.join(pre.get('available', []))})"
     if pre.get("note"):
         pm += f"; {pre['note']}"
@@ -200,8 +200,10 @@ def summary(doc):
             fd = ratio(doc, l, p, "linux-fifo", "detached")
             df = ratio(doc, l, p, "detached", "floor")
             ff = ratio(doc, l, p, "linux-fifo", "floor")
+            missing = [c for c in ("linux-fifo", "detached", "floor")
+                       if not worst(doc, l, p, c)[0]]
             if df is None:
-                verdict = "not measured: detached unavailable"
+                verdict = "not measured: no result for " + ", ".join(missing)
             else:
                 short = []
                 if df > TARGET_FLOOR:

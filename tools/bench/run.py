@@ -128,8 +128,12 @@ class Bench:
                 pre = self.partition.preexec("root", {self.cpu} | self.hk)
             else:
                 pre = self.partition.preexec("partition", {self.cpu})
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             preexec_fn=pre)
+        try:
+            p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 text=True, preexec_fn=pre)
+        except (OSError, subprocess.SubprocessError) as e:
+            cell.update(status="failed", reason=f"cannot start {cmd[0]}: {e} (joining the partition cpuset fails when another process undid the partition)")
+            return cell
         try:
             so, _ = p.communicate(timeout=self.cell_seconds(prog) * 5 + 60)
         except subprocess.TimeoutExpired:

@@ -209,6 +209,13 @@ class Partition:
         kind, mnt = self.cgroup()
 
         def join():
+            try:
+                _join()
+            except Exception as e:
+                os.write(2, f"detach bench: cannot join the {where} cpuset: {e}\n".encode())
+                raise
+
+        def _join():
             pid = str(os.getpid())
             if kind == "v1":
                 path = f"{mnt}/{PARTITION}/tasks" if where == "partition" else f"{mnt}/tasks"

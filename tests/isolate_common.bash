@@ -7,11 +7,19 @@ STATE=/run/detach/isolate.state
 skip() { echo "$*"; exit 77; }
 fail() { echo "FAIL: $*"; FAILED=1; }
 
+# Isolation is machine-wide: tests that change it or compare snapshots take
+# turns (a second test run on the machine would otherwise see their changes).
+take_test_lock() {
+	exec 9>/run/detach-isolate-tests.lock
+	flock -w 600 9 || skip "another isolate test held /run/detach-isolate-tests.lock for 10 minutes"
+}
+
 need_root_2cpus() {
 	[ "$(id -u)" -eq 0 ] || skip "needs root (isolate changes system settings)"
 	[ "$(nproc --all)" -ge 2 ] || skip "needs 2 CPUs"
 	grep -qw 1 <(cpus_of "$(cat /sys/devices/system/cpu/online)") || skip "CPU 1 is offline"
 	cpuset_root >/dev/null || skip "no cpuset controller mounted"
+	take_test_lock
 	[ ! -e $STATE ] || skip "the machine is isolated already ($STATE exists): not touching it"
 }
 

@@ -10,6 +10,7 @@ FAILED=0
 ALL=$(cat /sys/devices/system/cpu/online)
 AS_NOBODY=()
 if [ "$(id -u)" -eq 0 ]; then
+	take_test_lock
 	[ ! -e $STATE ] || skip "the machine is isolated ($STATE exists): not touching it"
 	command -v setpriv >/dev/null && AS_NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 fi

@@ -1,6 +1,6 @@
 # Helpers for shell tests (sourced).  Exit 0 pass, 1 fail, 77 skip.
 set -u
-DETACH=${DETACH_BIN:-$(dirname "${BASH_SOURCE[0]}")/../build/detach}
+DETACH=$(realpath "${DETACH_BIN:-$(dirname "${BASH_SOURCE[0]}")/../build/detach}")
 T_TMP=$(mktemp -d /tmp/detach-test.XXXXXX)
 trap 'rm -rf "$T_TMP"' EXIT
 t_fails=0
@@ -27,6 +27,7 @@ t_compare() {
 	(cd "$dir/native" && "$@" <"${T_STDIN:-/dev/null}" >../native.out 2>../native.err); local rc_native=$?
 	(cd "$dir/detached" && "$DETACH" run -c 1 --stats "$dir/stats.json" -- "$@" <"${T_STDIN:-/dev/null}" \
 		>../detached.out 2>../detached.err); local rc_detached=$?
+	[ $rc_detached -ne 2 ] || cat "$dir/detached.err" >&2
 	if [ -n "${T_FILTER:-}" ]; then     # a line that differs between any two runs
 		sed -i "$T_FILTER" "$dir/native.out" "$dir/detached.out"
 	fi

@@ -4,6 +4,7 @@
 #define DETACH_TESTS_T_DETACH_H
 
 #include "t.h"
+#include "lib/util.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -49,6 +49,7 @@ static long do_sigaction(struct dt_thread *, long, long *, ucontext_t *);
 static long do_futex(struct dt_thread *, long, long *, ucontext_t *);
 static long do_sigprocmask(struct dt_thread *, long, long *, ucontext_t *);
 static long do_sigsuspend(struct dt_thread *, long, long *, ucontext_t *);
+static long do_sigaltstack(struct dt_thread *, long, long *, ucontext_t *);
 static long do_masked_wait(struct dt_thread *, long, long *, ucontext_t *);
 static long do_kill(struct dt_thread *, long, long *, ucontext_t *);
 static long do_thread_signal(struct dt_thread *, long, long *, ucontext_t *);
@@ -93,7 +94,7 @@ static const struct rule rules[DT_NR_SYSCALLS] = {
 	[SYS_rt_sigsuspend]   = R_FN(do_sigsuspend, "waits for signals to the calling thread"),
 	[SYS_rt_sigtimedwait] = R_LOCAL("dequeues signals of the calling thread"),
 	[SYS_rt_sigpending]   = R_LOCAL("pending set of the calling thread"),
-	[SYS_sigaltstack]     = R_LOCAL("alternate stack of the calling thread"),
+	[SYS_sigaltstack]     = R_FN(do_sigaltstack, "alternate stack of the calling thread"),
 	[SYS_rt_sigaction]    = R_FN(do_sigaction, "SIGSYS is the runtime's; the rest is process-wide"),
 	[SYS_kill]            = R_FN(do_kill, "a signal to ourselves is delivered before kill returns"),
 	[SYS_tgkill]          = R_FN(do_thread_signal, "raise() and abort() rely on synchronous delivery"),
@@ -404,30 +405,49 @@ static long do_sigaction(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
  * meanwhile goes to the program's handler through chain_app_sigsys. */
 static long do_sigprocmask(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
-	uint64_t set, *old = (uint64_t *)a[2];
-	bool was = t->app_blocks_sigsys;
-	long b[6], ret;
+	/* In the trap handler the kernel's mask is the one the handler's
+	 * rt_sigreturn restores from the frame: the change goes there. */
+	uint64_t *frame_mask = (uint64_t *)&uc->uc_sigmask, cur = *frame_mask, set;
+	const uint64_t never = SIGSYS_BIT | (1ull << (SIGKILL - 1)) | (1ull << (SIGSTOP - 1));
+	bool app = t->app_blocks_sigsys;
 
-	(void)uc;
+	count(t, nr, &t->stats->local);
 	if (a[3] != 8)
-		return local_call(t, nr, a);        /* the kernel says EINVAL */
-	memcpy(b, a, sizeof(b));
+		return -EINVAL;
 	if (a[1]) {
 		set = *(const uint64_t *)a[1];
-		if (a[0] == SIG_SETMASK)
-			t->app_blocks_sigsys = set & SIGSYS_BIT;
-		else if (a[0] == SIG_BLOCK && (set & SIGSYS_BIT))
-			t->app_blocks_sigsys = true;
-		else if (a[0] == SIG_UNBLOCK && (set & SIGSYS_BIT))
-			t->app_blocks_sigsys = false;
-		set &= ~SIGSYS_BIT;
-		b[1] = (long)&set;
+		switch (a[0]) {
+		case SIG_BLOCK:
+			cur |= set;
+			app = app || (set & SIGSYS_BIT);
+			break;
+		case SIG_UNBLOCK:
+			cur &= ~set;
+			app = app && !(set & SIGSYS_BIT);
+			break;
+		case SIG_SETMASK:
+			cur = set;
+			app = set & SIGSYS_BIT;
+			break;
+		default:
+			return -EINVAL;
+		}
 	}
-	ret = local_call(t, nr, b);
-	if (ret < 0)
-		t->app_blocks_sigsys = was;
-	else if (old && was)
-		*old |= SIGSYS_BIT;
+	if (a[2])
+		*(uint64_t *)a[2] = *frame_mask | (t->app_blocks_sigsys ? SIGSYS_BIT : 0);
+	*frame_mask = cur & ~never;
+	t->app_blocks_sigsys = app;
+	return 0;
+}
+
+static long do_sigaltstack(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	/* rt_sigreturn also restores the alternate stack from the frame: set it
+	 * here (for the checks and the old value) and in the frame. */
+	long ret = local_call(t, nr, a);
+
+	if (ret == 0 && a[0])
+		sys_call2(SYS_sigaltstack, NULL, &uc->uc_stack);
 	return ret;
 }
 

@@ -21,7 +21,7 @@ trap cleanup EXIT
 # Build load on CPU 0: compile the tree's C files again and again (-j1).
 cp -r src include "$T/"
 setsid taskset -c 0 bash -c 'cd "$1"; while :; do for f in src/lib/*.c src/cli/*.c; do
-	gcc -O2 -std=gnu11 -D_GNU_SOURCE -Iinclude -Isrc -DDETACH_VERSION=\"x\" -c "$f" -o /dev/null; done; done' _ "$T" &
+	gcc -O2 -std=gnu11 -D_GNU_SOURCE -Iinclude -Isrc -DDETACH_VERSION=\"x\" -c "$f" -o /dev/null 2>/dev/null; done; done' _ "$T" &
 load_pid=$!
 
 loc() { awk '$1 == "LOC:" { print $3 }' /proc/interrupts; }   # column of CPU 1
@@ -37,7 +37,7 @@ run() {   # $1: isolated | plain
 	python3 - "$j" "$1" $((l1 - l0)) "$SECS" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-t = d["thread"]["1"]
+t = list(d["thread"].values())[0]
 h = {int(k): v for k, v in t["histogram"].items()}
 n = sum(h.values()); acc = 0; p999 = None
 for us in sorted(h):

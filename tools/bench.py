@@ -5,6 +5,7 @@ or `make bench`; see docs/bench.md."""
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 
@@ -134,8 +135,18 @@ def check_loads(a, root):
     return 1 if bad else 0
 
 
+def interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv):
     root = root_dir()
+    # Ctrl-C, TERM and HUP all stop the loads, restore state and keep the
+    # results so far; SIGINT explicitly, since a background job inherits it
+    # ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGHUP, interrupt)
     try:
         a = parse(argv)
         if a.report:

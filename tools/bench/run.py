@@ -128,6 +128,7 @@ class Bench:
                 pre = self.partition.preexec("root", {self.cpu} | self.hk)
             else:
                 pre = self.partition.preexec("partition", {self.cpu})
+            cell["in_partition"] = pre is not None
         try:
             p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                  text=True, preexec_fn=pre)
@@ -191,6 +192,13 @@ class Bench:
         if self.cpu in self.hk or not self.hk or not self.hk <= set(online):
             raise BenchError(f"housekeeping CPUs {format_cpulist(self.hk)} must be online "
                              f"and exclude the measured CPU {self.cpu}")
+        aff = os.sched_getaffinity(0)
+        if not ({self.cpu} | self.hk) <= aff:
+            active = os.path.exists("/run/detach/isolate.state")
+            raise BenchError(f"CPUs {format_cpulist({self.cpu} | self.hk)} are not all in this "
+                             f"process's affinity ({format_cpulist(aff)})",
+                             "a detach partition is active: 'detach isolate --undo' ends it"
+                             if active else "run from a shell allowed on every CPU (taskset -p $$)")
         if os.geteuid() != 0 and any(c != "linux" for c in self.a.configs):
             raise BenchError("FIFO configurations need root (chrt -f 10)",
                              "run as root, or --config linux")
@@ -203,7 +211,9 @@ class Bench:
                    "--json", t.name]
             if self.a.loops:
                 cmd += ["--loops", str(self.a.loops)]
-            subprocess.run(cmd, check=True)
+            r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            if r.returncode:
+                raise BenchError(f"fwq calibration on CPU {self.cpu} failed: {r.stdout.strip()}")
             res = json.load(open(t.name))
         self.loops = res["params"]["loops"]
         self.tsc_hz = res["tsc_hz"]

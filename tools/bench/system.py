@@ -207,6 +207,12 @@ class Partition:
         if not self.active:
             return None
         kind, mnt = self.cgroup()
+        if not os.path.isdir(f"{mnt}/{PARTITION}"):
+            # someone undid the partition behind our back: make it again
+            warn("the partition disappeared; running detach isolate again")
+            self.active = False
+            if not self.enter():
+                return None
 
         def join():
             try:

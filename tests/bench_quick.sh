@@ -1,0 +1,84 @@
+# Description: `detach bench --quick` end to end: every load and
+# configuration gives a result (or "unavailable: why" for detached), the
+# summary has the paper's two tables and the ratios, plots are PNG files,
+# system state is restored and no load process is left; bad input gives one
+# error and exit 2; Ctrl-C keeps partial results and restores state.
+. "$(dirname "$0")/bench-lib.bash"
+[ "$(id -u)" -eq 0 ] || skip "needs root (chrt -f 10, RT throttling, partition)"
+[ "$(nproc --all)" -ge 2 ] || skip "needs 2 CPUs"
+[ -x "$BUILD/venv/bin/python" ] || { echo "no venv: run make deps"; exit 1; }
+D=$DETACH_BIN
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+check "unknown load" 2 "$D" bench --load nosuch
+check "unknown configuration" 2 "$D" bench --config linux,nosuch
+check "bad --samples" 2 "$D" bench --samples 0
+check "--help" 0 "$D" bench --help
+"$D" bench --load nosuch 2>"$tmp/err" >/dev/null
+[ "$(grep -c '^detach bench:' "$tmp/err")" -eq 1 ] || fail "bad input: expected one error line, got: $(cat "$tmp/err")"
+
+rt_before=$(cat /proc/sys/kernel/sched_rt_runtime_us)
+state_before=$([ -e /run/detach/isolate.state ] && echo yes || echo no)
+
+"$D" bench --quick --out "$tmp/r" --no-print >"$tmp/log" 2>&1
+rc=$?
+[ $rc -eq 0 ] || { fail "quick run exit $rc"; tail -20 "$tmp/log"; }
+"$PY" - "$tmp/r" <<'PYEOF' || fail "results"
+import json, os, sys
+r = sys.argv[1]
+d = json.load(open(f"{r}/results.json"))
+bad = []
+for k in ("cmdline", "version", "start_time", "end_time", "kernel", "cpu_model", "tsc_hz",
+          "return_code", "system", "loads", "cells", "options"):
+    if k not in d: bad.append(f"results.json: no {k}")
+cells = {(c["load"], c["program"], c["config"]): c for c in d["cells"]}
+for l in ("idle", "build", "io"):
+    for p in ("fwq", "ctlloop"):
+        for c in ("linux", "linux-fifo", "linux-fifo-isolated", "detached", "floor"):
+            x = cells.get((l, p, c))
+            if not x: bad.append(f"no cell {l} {p} {c}"); continue
+            if c == "detached" and x["status"] == "unavailable":
+                if not x.get("reason"): bad.append("detached unavailable without a reason")
+                continue
+            if x["status"] != "ok": bad.append(f"{l} {p} {c}: {x['status']}: {x.get('reason')}"); continue
+            if len(x["result"]["samples"]) != x["result"]["stats"]["n"]: bad.append(f"{l} {p} {c}: samples")
+            if c in ("linux-fifo", "linux-fifo-isolated", "floor") and not x["config_check"]["ok"]:
+                bad.append(f"{l} {p} {c}: not run as configured: {x['config_check']}")
+for l in ("idle", "build", "io"):
+    a = d["loads"][l]
+    if not a["confined"] or a["leftover_processes"]: bad.append(f"load {l}: {a}")
+s = d["system"]
+for k in ("rt_throttling", "preemption", "partition", "detached", "measured_cpu", "housekeeping_cpus"):
+    if k not in s: bad.append(f"system: no {k}")
+md = open(f"{r}/summary.md").read()
+for needle in ("Table 1", "Table 2", "434000 (10.2%)", "862000 (+14,7% / -14.1%)",
+               "linux-fifo/detached", "detached/floor", "sched_rt_runtime_us", "preemption model"):
+    if needle not in md: bad.append(f"summary.md lacks {needle!r}")
+pngs = [f for f in os.listdir(f"{r}/plots") if f.endswith(".png")]
+for l in ("idle", "build", "io"):
+    if f"cdf-{l}.png" not in pngs: bad.append(f"no cdf-{l}.png")
+if len(pngs) < 20: bad.append(f"only {len(pngs)} plots")
+for f in pngs:
+    if open(f"{r}/plots/{f}", "rb").read(8) != b"\x89PNG\r\n\x1a\n": bad.append(f"{f} is not a PNG")
+for b in bad: print(b)
+sys.exit(1 if bad else 0)
+PYEOF
+
+[ "$(cat /proc/sys/kernel/sched_rt_runtime_us)" = "$rt_before" ] || fail "sched_rt_runtime_us not restored"
+state_after=$([ -e /run/detach/isolate.state ] && echo yes || echo no)
+[ "$state_after" = "$state_before" ] || fail "partition state not restored"
+
+# Ctrl-C: SIGINT to the orchestration mid-run
+"$D" bench --quick --load io --out "$tmp/int" --no-print >"$tmp/log2" 2>&1 &
+pid=$!
+sleep 6
+kill -INT $pid
+wait $pid
+rc=$?
+[ $rc -eq 130 ] || fail "interrupted run: exit $rc, expected 130"
+grep -q '"complete": false' "$tmp/int/results.json" 2>/dev/null || fail "interrupted run kept no partial results.json"
+[ "$(cat /proc/sys/kernel/sched_rt_runtime_us)" = "$rt_before" ] || fail "interrupt: sched_rt_runtime_us not restored"
+sleep 1
+left=$(pgrep -f "detach-bench-io-|iperf3 -s -B 127.0.0.1" | wc -l)
+[ "$left" -eq 0 ] || fail "interrupt: $left load process(es) left"
+done_tests

@@ -31,6 +31,16 @@ def cells_for(doc, load, prog, cfg):
             if c["load"] == load and c["program"] == prog and c["config"] == cfg]
 
 
+def steal_pct(doc, load, prog, cfg):
+    """Steal time on the measured CPU during these cells, percent of their time."""
+    ms = secs = 0
+    for c in cells_for(doc, load, prog, cfg):
+        if c["status"] == "ok" and "measured_cpu_ms" in c:
+            ms += c["measured_cpu_ms"].get("steal", 0)
+            secs += c.get("seconds", 0)
+    return f"{ms / 10 / secs:.1f}%" if secs else "-"
+
+
 def worst(doc, load, prog, cfg):
     """(stats of the worst repetition, n ok, unavailable reason or None)."""
     cs = cells_for(doc, load, prog, cfg)
@@ -161,8 +171,8 @@ def summary(doc):
               "2993 MHz, quantum about 4.3 M cycles. Ours: worst of the repetitions.",
               PAPER_FWQ, fmt_fwq, ["paper: Linux PREEMPT", "paper: detached (L4Linux)"])
         w("FWQ detail (worst repetition): deltas to minimum, cycles (percent)\n")
-        w("| load | config | min quantum | max | p99.9 | p99 | median |")
-        w("|---|---|---|---|---|---|---|")
+        w("| load | config | min quantum | max | p99.9 | p99 | median | steal |")
+        w("|---|---|---|---|---|---|---|---|")
         for l in loads:
             for c in cfgs:
                 st, n, _ = worst(doc, l, "fwq", c)
@@ -170,7 +180,8 @@ def summary(doc):
                     w(f"| {l} | {c} | {st['min']} | {st['delta_max']} ({st['delta_max_pct']:.3g}%) | "
                       f"{st['delta_p999']} ({st['delta_p999_pct']:.3g}%) | "
                       f"{st['delta_p99']} ({st['delta_p99_pct']:.3g}%) | "
-                      f"{st['delta_median']} ({st['delta_median_pct']:.3g}%) |")
+                      f"{st['delta_median']} ({st['delta_median_pct']:.3g}%) | "
+                      f"{steal_pct(doc, l, 'fwq', c)} |")
         w("")
     if "ctlloop" in o["programs"]:
         table("ctlloop", "Table 2: control loop, maximum deviation (peak to peak) in CPU cycles "
@@ -180,16 +191,19 @@ def summary(doc):
               "Ours: period 1000 us; floor waits by TSC spin (--spin).",
               PAPER_CTL, fmt_ctl, ["paper: Linux", "paper: detached (L4Linux)"])
         w("Control-loop detail (worst repetition), cycles\n")
-        w("| load | config | max+ | max- | max deviation | % of period | p99.9 abs | p99 abs | median abs |")
-        w("|---|---|---|---|---|---|---|---|---|")
+        w("| load | config | max+ | max- | max deviation | % of period | p99.9 abs | p99 abs | median abs | steal |")
+        w("|---|---|---|---|---|---|---|---|---|---|")
         for l in loads:
             for c in cfgs:
                 st, n, _ = worst(doc, l, "ctlloop", c)
                 if st:
                     w(f"| {l} | {c} | {st['max_pos']:+d} | {st['max_neg']:+d} | {st['p2p']} | "
-                      f"{st['p2p_pct']:.3g}% | {st['p999_abs']} | {st['p99_abs']} | {st['median_abs']} |")
+                      f"{st['p2p_pct']:.3g}% | {st['p999_abs']} | {st['p99_abs']} | {st['median_abs']} | "
+                      f"{steal_pct(doc, l, 'ctlloop', c)} |")
         w("")
 
+    w("steal: time the hypervisor took from the measured CPU during the cells (/proc/stat), "
+      "percent of their run time: on a shared VM the floor cannot be below it.\n")
     w("## Ratios (FWQ: max delta; control loop: maximum deviation)\n")
     w("Targets: detached/floor at most 1.5 for both programs under every load; "
       "linux-fifo/detached at least 10 for the control loop under build and I/O load.\n")

@@ -19,6 +19,15 @@ PARTITION_CONFIGS = ("linux-fifo-isolated", "detached", "floor")
 FIFO = ["chrt", "-f", "10"]
 
 
+def cpu_ticks(cpu):
+    """/proc/stat fields of one CPU, in USER_HZ ticks."""
+    names = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+    for line in (read("/proc/stat", "") or "").splitlines():
+        if line.startswith(f"cpu{cpu} "):
+            return dict(zip(names, map(int, line.split()[1:9])))
+    return {}
+
+
 def iso_now():
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -121,6 +130,7 @@ class Bench:
         cmd = self.command(prog, cfg, out)
         cell["cmd"] = cmd
         before = load.check()
+        ticks = cpu_ticks(self.cpu)
         t = time.monotonic()
         pre = None
         if cell["in_partition"]:
@@ -147,6 +157,12 @@ class Bench:
             p.wait()
             raise
         cell["seconds"] = round(time.monotonic() - t, 2)
+        # Time the hypervisor took from the measured CPU (steal) and the
+        # kernel spent in interrupts there: the noise a VM adds, per cell.
+        hz = os.sysconf("SC_CLK_TCK")
+        after_ticks = cpu_ticks(self.cpu)
+        cell["measured_cpu_ms"] = {k: round((after_ticks.get(k, 0) - v) * 1000 / hz)
+                                   for k, v in ticks.items() if k in ("steal", "irq", "softirq")}
         after = load.check()
         cell["load_check"] = {"confined": not before["outside"] and not after["outside"],
                               "alive": not after["dead"],

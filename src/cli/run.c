@@ -3,6 +3,7 @@
  * the program, pins, locks and detaches its first thread (src/runtime/init.c). */
 #include "cli/cli.h"
 #include "lib/contract.h"
+#include "lib/partition.h"
 #include "lib/util.h"
 
 #include <elf.h>
@@ -38,10 +39,11 @@ static int usage(int status)
 "Runs CMD with its first thread detached: pinned alone on a CPU, every system\n"
 "call carried out by a proxy thread on the housekeeping CPUs.\n"
 "\n"
-"  -c, --cpu LIST          CPUs for detached threads (default: the last CPU of\n"
+"  -c, --cpu LIST          CPUs for detached threads (default: the first CPU of\n"
+"                          the `detach isolate` partition, else the last CPU of\n"
 "                          the caller's affinity); the first thread takes the first\n"
 "  -H, --housekeeping LIST CPUs for proxies and all other threads (default: every\n"
-"                          other CPU of the caller's affinity)\n"
+"                          other CPU of the caller's affinity outside the partition)\n"
 "  -P, --priority POLICY   policy of detached threads: o (SCHED_OTHER, default),\n"
 "                          f:N (SCHED_FIFO N), r:N (SCHED_RR N)\n"
 "      --no-mlock          do not mlockall, prefault the stack or advise huge pages\n"
@@ -245,7 +247,13 @@ static int run_main(int argc, char **argv)
 	char cmdpath[PATH_MAX], lib[PATH_MAX], buf[1024];
 	int c, rc;
 
-	sched_getaffinity(0, sizeof(allowed), &allowed);
+	/* Detached threads may go where this process may, and into the
+	 * partition of `detach isolate`, which the runtime joins. */
+	struct partition part;
+	bool have_part = partition_find(&part) == 0;
+	cpu_set_t own;
+	sched_getaffinity(0, sizeof(own), &own);
+	CPU_OR(&allowed, &own, have_part ? &part.cpus : &own);
 	optind = 1;
 	/* '+': stop at the first non-option, the command. */
 	while ((c = getopt_long(argc, argv, "+c:H:P:vh", longopts, NULL)) != -1) {
@@ -296,12 +304,13 @@ static int run_main(int argc, char **argv)
 		if (parse_cpus("--cpu", cpu_arg, &o.cpus, &allowed))
 			return EXIT_USAGE;
 	} else {
-		int last = -1;
-		for (int i = 0; i < CPU_SETSIZE; i++)
-			if (CPU_ISSET(i, &allowed))
-				last = i;
+		/* the partition's first CPU, else the last one we may use */
+		int cpu = have_part ? cpuset_nth(&part.cpus, 0) : -1;
+		for (int i = 0; cpu < 0 && i < CPU_SETSIZE; i++)
+			if (CPU_ISSET(i, &allowed) && (i == CPU_SETSIZE - 1 || !CPU_ISSET(i + 1, &allowed)))
+				cpu = i;
 		CPU_ZERO(&o.cpus);
-		CPU_SET(last, &o.cpus);
+		CPU_SET(cpu, &o.cpus);
 	}
 	if (hk_arg) {
 		cpu_set_t both;
@@ -313,8 +322,14 @@ static int run_main(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	} else {
-		CPU_XOR(&o.housekeeping, &allowed, &o.cpus);
-		CPU_AND(&o.housekeeping, &o.housekeeping, &allowed);
+		CPU_XOR(&o.housekeeping, &own, &o.cpus);
+		CPU_AND(&o.housekeeping, &o.housekeeping, &own);
+		if (have_part) {   /* the partition is for detached threads only */
+			CPU_XOR(&o.housekeeping, &o.housekeeping, &part.cpus);
+			CPU_AND(&o.housekeeping, &o.housekeeping, &own);
+			CPU_XOR(&o.housekeeping, &o.housekeeping, &o.cpus);
+			CPU_AND(&o.housekeeping, &o.housekeeping, &own);
+		}
 	}
 	if (CPU_COUNT(&o.housekeeping) == 0) {
 		cli_err("no housekeeping CPU left for the proxies (detached: %s)", cpulist_format(&o.cpus, buf, sizeof(buf)));
@@ -352,6 +367,9 @@ static int run_main(int argc, char **argv)
 			cli_warn("not root: memory is locked only up to RLIMIT_MEMLOCK (%llu KiB); "
 			     "faults beyond it are counted", (unsigned long long)rl.rlim_cur / 1024);
 	}
+	for (int i = 0, cpu; (cpu = cpuset_nth(&o.cpus, i)) >= 0; i++)
+		if (!have_part || !CPU_ISSET(cpu, &part.cpus))
+			cli_warn("CPU %d is not isolated: Linux may run other work there (detach isolate -c %d)", cpu, cpu);
 	warn_risks(&o, cpuset_nth(&o.cpus, 0));
 
 	/* The contract with the runtime (src/lib/contract.h). */

@@ -13,6 +13,9 @@
  */
 #include "runtime/runtime.h"
 #include "lib/contract.h"
+#include "lib/partition.h"
+
+#include <fcntl.h>
 
 #include <errno.h>
 #include <stdarg.h>
@@ -115,10 +118,33 @@ static void set_policy(pid_t tid)
 		dt_die("cannot set policy %s on tid %d: %s", dt_cfg.policy, (int)tid, strerror(errno));
 }
 
+/* Into the `detach isolate` partition, when the CPU belongs to one: only
+ * then may the thread run there (the program starts among the
+ * housekeeping tasks).  Remembers where the program came from. */
+static void enter_partition(struct dt_thread *t)
+{
+	struct partition p;
+	char cg[256], *nl;
+	int err;
+
+	if (partition_find(&p) || !CPU_ISSET(t->cpu, &p.cpus))
+		return;
+	if (!dt_cfg.home_tasks[0] && !read_text_file("/proc/self/cpuset", cg, sizeof(cg))) {
+		if ((nl = strchr(cg, '\n')))
+			*nl = '\0';
+		snprintf(dt_cfg.home_tasks, sizeof(dt_cfg.home_tasks), "%s%s/%s", p.root,
+			 strcmp(cg, "/") ? cg : "", p.kind == CG_V2 ? "cgroup.threads" : "tasks");
+	}
+	if ((err = partition_add_thread(&p, t->tid)))
+		dt_die("cannot move tid %d into the partition %s: %s", (int)t->tid, p.dir, strerror(-err));
+	verbose("tid %d joined the partition %s", (int)t->tid, p.dir);
+}
+
 static void place_and_lock(struct dt_thread *t)
 {
 	cpu_set_t one;
 
+	enter_partition(t);
 	CPU_ZERO(&one);
 	CPU_SET(t->cpu, &one);
 	if (sched_setaffinity(t->tid, sizeof(one), &one))
@@ -148,11 +174,13 @@ static struct dt_thread *detach_thread(int cpu)
 	t->stats = registry_slot(t->tid, cpu);
 	if (!t->stats)
 		dt_die("no statistics slot for tid %d", (int)t->tid);
+	/* The proxy first: it must be born outside the partition, which only
+	 * the detached CPUs belong to. */
+	if ((err = proxy_start(t)))
+		dt_die("cannot start a proxy thread: %s", strerror(-err));
 	place_and_lock(t);
 	syscall(SYS_getcpu, NULL, &node, NULL);
 	t->node = (int)node;
-	if ((err = proxy_start(t)))
-		dt_die("cannot start a proxy thread: %s", strerror(-err));
 	t->stats->proxy_tid = t->proxy_tid;
 	verbose("tid %d detached on CPU %d (policy %s), proxy tid %d on CPUs %s (%s), mode %s",
 		(int)t->tid, cpu, dt_cfg.policy, (int)t->proxy_tid,
@@ -175,6 +203,22 @@ void dt_fork_child(void)
 {
 	dt_self = NULL;
 	dt_cfg.active = false;
+	dt_child_placement();
+}
+
+/* A thread or child process created by a detached thread starts on its
+ * CPU, in its cpuset: it moves itself to the housekeeping CPUs before it
+ * runs any code of the program.  Raw calls only: this runs in the child
+ * of a clone, on a borrowed stack, before any libc state is its own. */
+void dt_child_placement(void)
+{
+	if (dt_cfg.home_tasks[0]) {
+		long fd = sys_call3(SYS_open, dt_cfg.home_tasks, O_WRONLY | O_CLOEXEC, 0);
+		if (fd >= 0) {
+			sys_call3(SYS_write, fd, "0", 1);
+			sys_call1(SYS_close, fd);
+		}
+	}
 	sys_call3(SYS_sched_setaffinity, 0, sizeof(dt_hk_mask), &dt_hk_mask);
 }
 

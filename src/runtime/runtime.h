@@ -118,6 +118,10 @@ struct dt_config {
 	char stats_path[4096];
 	char mode[16];
 	struct tsc_clock tsc;
+	/* The cpuset the program started in, when detached threads moved into
+	 * the `detach isolate` partition: threads and children they create go
+	 * back there ("0" written to it moves the writer). */
+	char home_tasks[512];
 };
 extern struct dt_config dt_cfg DT_HIDDEN;
 extern cpu_set_t dt_hk_mask DT_HIDDEN;          /* read by the clone stub's child */
@@ -165,5 +169,6 @@ void stats_finish(void) DT_HIDDEN;
 /* init.c */
 void dt_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2))) DT_HIDDEN;
 void dt_fork_child(void) DT_HIDDEN;
+void dt_child_placement(void) DT_HIDDEN;
 
 #endif

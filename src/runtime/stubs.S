@@ -9,11 +9,8 @@
  * rdi, rsi, rdx, r10, r8, r9; the instruction clobbers rcx and r11.
  */
 #define NR_rt_sigreturn     15
-#define NR_sched_setaffinity 203
 /* offsetof(ucontext_t, uc_mcontext.gregs[REG_RAX]), checked in syscalls.c */
 #define UC_RAX 144
-/* sizeof(cpu_set_t) */
-#define CPUSET_SIZE 128
 
 	.section detach_allow,"ax",@progbits
 
@@ -65,7 +62,8 @@ sys_sigreturn_at:
  * overwrites it.  So such a child (child_uc != 0) leaves through a copy of
  * the trap's signal frame prepared by the caller, with rax = 0 and its own
  * rsp in it.  Before anything else it moves itself to the housekeeping CPUs,
- * so that it never competes with the detached thread on its CPU.
+ * so that it never competes with the detached thread on its CPU
+ * (dt_child_placement, init.c).
  * A vfork parent (parent_uc != 0) finds its stack used by the child: it too
  * leaves through the frame copy, with rax = the child's pid.
  * child_uc and parent_uc travel in rbx and r12: callee-saved registers that
@@ -101,11 +99,11 @@ sys_clone_resume:
 	ret
 2:	testq %rbx, %rbx                /* child */
 	jz 1b                           /* no shared memory: return normally */
-	movl $NR_sched_setaffinity, %eax
-	xorl %edi, %edi
-	movl $CPUSET_SIZE, %esi
-	leaq dt_hk_mask(%rip), %rdx
-	syscall
+	/* Below the frame copy is free: on a new stack, nothing of the
+	 * program's yet; in the vfork buffer, the rest of the buffer. */
+	leaq -64(%rbx), %rsp
+	andq $-16, %rsp
+	call dt_child_placement
 	movq %rbx, %rsp
 	movl $NR_rt_sigreturn, %eax
 	syscall

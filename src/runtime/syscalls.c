@@ -23,7 +23,6 @@
 #include <sys/syscall.h>
 
 _Static_assert(offsetof(ucontext_t, uc_mcontext.gregs[REG_RAX]) == 144, "UC_RAX in stubs.S");
-_Static_assert(sizeof(cpu_set_t) == 128, "CPUSET_SIZE in stubs.S");
 
 /* SIGSYS carries our traps (see do_sigprocmask) */
 #define SIGSYS_BIT (1ull << (SIGSYS - 1))

@@ -287,7 +287,9 @@ class Bench:
                         raise BenchError(f"{name} load did not start cleanly: {first}")
                     for (ln, rep, prog, cfg) in [o for o in order if o[0] == name]:
                         i += 1
-                        left = total_s - done_s
+                        # scale the nominal rest by how long cells really took so far
+                        spent = time.monotonic() - self.t0
+                        left = (total_s - done_s) * (spent / done_s if done_s > 0 else 1.0)
                         self.progress(i, len(order), f"{ln} {prog} {cfg} rep {rep}", left)
                         cell = self.run_cell(load, rep, prog, cfg, tmpdir)
                         self.cells.append(cell)

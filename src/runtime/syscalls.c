@@ -14,6 +14,7 @@
 #include "runtime/runtime.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <linux/futex.h>
 #include <linux/sched.h>
 #include <stddef.h>
@@ -364,38 +365,68 @@ static long do_sigreturn(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	uintptr_t rip = (uintptr_t)app->uc_mcontext.gregs[REG_RIP];
 
 	(void)a;
-	if (rip >= (uintptr_t)__start_detach_wait && rip < (uintptr_t)__stop_detach_wait)
-		t->intr_signo = ((siginfo_t *)(frame + KERNEL_UCONTEXT_SIZE))->si_signo;
+	/* A handler interrupted our wait for the proxy.  Its number is in the
+	 * frame's siginfo (do_sigaction makes sure the kernel writes one); a
+	 * handler installed behind our back (by a thread that is not detached)
+	 * may have none: then the proxy's call goes on, as under SA_RESTART. */
+	if (rip >= (uintptr_t)__start_detach_wait && rip < (uintptr_t)__stop_detach_wait) {
+		int signo = ((siginfo_t *)(frame + KERNEL_UCONTEXT_SIZE))->si_signo;
+		if (signo >= 1 && signo <= 64)
+			t->intr_signo = signo;
+	}
 	count(t, nr, &t->stats->local);
 	/* Resume the program's frame directly; ours is dropped.  The kernel
 	 * restores its mask and registers, as the handler's return would. */
 	sys_sigreturn_at(frame);
 }
 
+/* Signals whose handler the program installed without SA_SIGINFO and we
+ * installed with it: the kernel writes the siginfo into a handler's frame
+ * only with SA_SIGINFO, and do_sigreturn reads the signal number there.  A
+ * handler that takes one argument ignores the other two. */
+static _Atomic uint64_t siginfo_added;
+
 static long do_sigaction(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
+	struct ksigaction act, *old = (struct ksigaction *)a[2];
+	uint64_t bit = a[0] >= 1 && a[0] <= 64 ? 1ull << (a[0] - 1) : 0;
+	bool added_before = atomic_load(&siginfo_added) & bit, add = false;
+	long b[6], ret;
+
 	(void)uc;
-	if (a[0] != SIGSYS) {
-		struct ksigaction act;
-		long b[6];
-		if (!a[1] || (unsigned long)a[3] != 8 || !(((struct ksigaction *)a[1])->mask & SIGSYS_BIT))
-			return forward(t, nr, a);
-		/* a handler that blocks SIGSYS would turn our next trap fatal */
-		memcpy(&act, (void *)a[1], sizeof(act));
-		act.mask &= ~SIGSYS_BIT;
-		memcpy(b, a, sizeof(b));
-		b[1] = (long)&act;
-		return forward(t, nr, b);
-	}
-	/* SIGSYS carries our traps: keep the program's wish, answer from it. */
-	count(t, nr, &t->stats->emulated);
 	if ((unsigned long)a[3] != 8)
-		return -EINVAL;
-	if (a[2])
-		memcpy((void *)a[2], &dt_app_sigsys, sizeof(dt_app_sigsys));
-	if (a[1])
-		memcpy(&dt_app_sigsys, (void *)a[1], sizeof(dt_app_sigsys));
-	return 0;
+		return forward(t, nr, a);               /* the kernel says EINVAL */
+	if (a[0] == SIGSYS) {
+		/* SIGSYS carries our traps: keep the program's wish, answer from it. */
+		count(t, nr, &t->stats->emulated);
+		if (old)
+			memcpy(old, &dt_app_sigsys, sizeof(dt_app_sigsys));
+		if (a[1])
+			memcpy(&dt_app_sigsys, (void *)a[1], sizeof(dt_app_sigsys));
+		return 0;
+	}
+	memcpy(b, a, sizeof(b));
+	if (a[1]) {
+		memcpy(&act, (void *)a[1], sizeof(act));
+		/* a handler that blocks SIGSYS would turn our next trap fatal */
+		act.mask &= ~SIGSYS_BIT;
+		add = act.handler != SIG_DFL && act.handler != SIG_IGN && !(act.flags & SA_SIGINFO);
+		if (add)
+			act.flags |= SA_SIGINFO;
+		b[1] = (long)&act;
+	}
+	ret = forward(t, nr, b);
+	if (ret < 0)
+		return ret;
+	if (old && added_before)
+		old->flags &= ~(unsigned long)SA_SIGINFO;
+	if (a[1]) {
+		if (add)
+			atomic_fetch_or(&siginfo_added, bit);
+		else
+			atomic_fetch_and(&siginfo_added, ~bit);
+	}
+	return ret;
 }
 
 /* SIGSYS carries our traps: Syscall User Dispatch kills a thread that traps

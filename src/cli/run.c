@@ -395,6 +395,12 @@ static int run_main(int argc, char **argv)
 	} else {
 		unsetenv(ENV_STATS);
 	}
+	/* Where threads that are not detached belong, even after the detached
+	 * thread, in the partition, execs a new image. */
+	if (read_text_file("/proc/self/cpuset", buf, sizeof(buf)) == 0)
+		setenv(ENV_HOME_CPUSET, buf, 1);
+	else
+		unsetenv(ENV_HOME_CPUSET);
 	if (o.verbose)
 		setenv(ENV_VERBOSE, "1", 1);
 	else

@@ -124,17 +124,14 @@ static void set_policy(pid_t tid)
 static void enter_partition(struct dt_thread *t)
 {
 	struct partition p;
-	char cg[256], *nl;
+	const char *home;
 	int err;
 
 	if (partition_find(&p) || !CPU_ISSET(t->cpu, &p.cpus))
 		return;
-	if (!dt_cfg.home_tasks[0] && !read_text_file("/proc/self/cpuset", cg, sizeof(cg))) {
-		if ((nl = strchr(cg, '\n')))
-			*nl = '\0';
+	if ((home = getenv(ENV_HOME_CPUSET)) && *home)
 		snprintf(dt_cfg.home_tasks, sizeof(dt_cfg.home_tasks), "%s%s/%s", p.root,
-			 strcmp(cg, "/") ? cg : "", p.kind == CG_V2 ? "cgroup.threads" : "tasks");
-	}
+			 strcmp(home, "/") ? home : "", p.kind == CG_V2 ? "cgroup.threads" : "tasks");
 	if ((err = partition_add_thread(&p, t->tid)))
 		dt_die("cannot move tid %d into the partition %s: %s", (int)t->tid, p.dir, strerror(-err));
 	verbose("tid %d joined the partition %s", (int)t->tid, p.dir);
@@ -174,11 +171,9 @@ static struct dt_thread *detach_thread(int cpu)
 	t->stats = registry_slot(t->tid, cpu);
 	if (!t->stats)
 		dt_die("no statistics slot for tid %d", (int)t->tid);
-	/* The proxy first: it must be born outside the partition, which only
-	 * the detached CPUs belong to. */
+	place_and_lock(t);
 	if ((err = proxy_start(t)))
 		dt_die("cannot start a proxy thread: %s", strerror(-err));
-	place_and_lock(t);
 	syscall(SYS_getcpu, NULL, &node, NULL);
 	t->node = (int)node;
 	t->stats->proxy_tid = t->proxy_tid;

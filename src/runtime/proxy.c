@@ -173,6 +173,9 @@ static void *proxy_main(void *arg)
 	uint64_t seen = 0;
 	sigset_t mask;
 
+	/* Born where its creator runs (the detached CPU, perhaps inside the
+	 * partition): first of all, off to the housekeeping CPUs. */
+	dt_child_placement();
 	dt_is_proxy = true;
 	proxy_of = t;
 	sigfillset(&mask);
@@ -217,7 +220,6 @@ int proxy_start(struct dt_thread *t)
 	pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED);
 	pthread_attr_setschedpolicy(&attr, SCHED_OTHER);
 	pthread_attr_setschedparam(&attr, &sp);
-	pthread_attr_setaffinity_np(&attr, sizeof(dt_cfg.housekeeping), &dt_cfg.housekeeping);
 	pthread_attr_setstacksize(&attr, 256 * 1024);
 	err = pthread_create(&th, &attr, proxy_main, t);
 	pthread_attr_destroy(&attr);

@@ -81,6 +81,8 @@ static bool read_contract(void)
 	snprintf(dt_cfg.mode, sizeof(dt_cfg.mode), "%s", (v = getenv(ENV_MODE)) ? v : "sud");
 	if (strcmp(dt_cfg.mode, "sud"))
 		dt_die("mode '%s' is not available in this runtime (only sud)", dt_cfg.mode);
+	if ((v = getenv(ENV_HOME_CPUSET)))
+		snprintf(dt_cfg.home_cpuset, sizeof(dt_cfg.home_cpuset), "%s", v);
 	if ((v = getenv(ENV_STATS)))
 		snprintf(dt_cfg.stats_path, sizeof(dt_cfg.stats_path), "%s", v);
 	/* A spinning proxy on the only housekeeping CPU would leave nothing of
@@ -129,9 +131,9 @@ static void enter_partition(struct dt_thread *t)
 
 	if (partition_find(&p) || !CPU_ISSET(t->cpu, &p.cpus))
 		return;
-	if ((home = getenv(ENV_HOME_CPUSET)) && *home)
-		snprintf(dt_cfg.home_tasks, sizeof(dt_cfg.home_tasks), "%s%s/%s", p.root,
-			 strcmp(home, "/") ? home : "", p.kind == CG_V2 ? "cgroup.threads" : "tasks");
+	home = dt_cfg.home_cpuset[0] ? dt_cfg.home_cpuset : "/";
+	snprintf(dt_cfg.home_tasks, sizeof(dt_cfg.home_tasks), "%s%s/%s", p.root,
+		 strcmp(home, "/") ? home : "", p.kind == CG_V2 ? "cgroup.threads" : "tasks");
 	if ((err = partition_add_thread(&p, t->tid)))
 		dt_die("cannot move tid %d into the partition %s: %s", (int)t->tid, p.dir, strerror(-err));
 	verbose("tid %d joined the partition %s", (int)t->tid, p.dir);

@@ -129,9 +129,13 @@ void proxy_interrupt_taken(ucontext_t *uc)
 	if (t->mb.intr == INTR_EINTR && rip >= (uintptr_t)sys_proxy_call_check &&
 	    rip <= (uintptr_t)sys_proxy_call_insn)
 		g[REG_RIP] = (greg_t)sys_proxy_call_eintr;
-	/* Seen by the detached thread only after this handler's effects: it
-	 * must not return while an interrupt could still hit the next call. */
-	atomic_store_explicit((_Atomic uint64_t *)&t->mb.intr_ack, t->mb.intr_ack + 1, memory_order_release);
+	/* The detached thread returns only when every interrupt it sent has
+	 * been taken, so none can hit its next call.  SIGSYS does not queue:
+	 * two sent before one is taken arrive as one, so acknowledge all that
+	 * were sent by now rather than count deliveries. */
+	atomic_store_explicit((_Atomic uint64_t *)&t->mb.intr_ack,
+			      atomic_load_explicit((_Atomic uint64_t *)&t->mb.intr_sent, memory_order_acquire),
+			      memory_order_release);
 }
 
 static void sleep_ns(long ns)

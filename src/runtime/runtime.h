@@ -57,7 +57,7 @@ struct mailbox {
 	_Alignas(64)
 	volatile uint64_t done_seq;     /* proxy -> detached thread */
 	long ret;
-	volatile uint64_t intr_ack;     /* interrupts the proxy has taken */
+	volatile uint64_t intr_ack;     /* intr_sent as last seen by the proxy's handler */
 	_Alignas(64)
 	volatile uint8_t intr;          /* INTR_*: set by the detached thread */
 	volatile uint64_t intr_sent;
@@ -121,6 +121,7 @@ struct dt_config {
 	/* The cpuset the program started in, when detached threads moved into
 	 * the `detach isolate` partition: threads and children they create go
 	 * back there ("0" written to it moves the writer). */
+	char home_cpuset[256];
 	char home_tasks[512];
 };
 extern struct dt_config dt_cfg DT_HIDDEN;

@@ -73,7 +73,13 @@ long env_execve(long nr, long a[6])
 	for (char **e = envp; e && *e; e++) {
 		bool ours = false;
 		if (starts_with_var(*e, "LD_PRELOAD")) {
+			/* A program may pass on the LD_PRELOAD it was started with
+			 * (bash's `exec` does): our own entry is not its. */
+			size_t n = runtime_path ? strlen(runtime_path) : 0;
 			app_preload = *e + 11;
+			if (n && !strncmp(app_preload, runtime_path, n) &&
+			    (app_preload[n] == ':' || app_preload[n] == '\0'))
+				app_preload += n + (app_preload[n] == ':');
 			continue;
 		}
 		for (int i = 0; i < nsaved && !ours; i++)

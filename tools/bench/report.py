@@ -204,6 +204,24 @@ def summary(doc):
 
     w("steal: time the hypervisor took from the measured CPU during the cells (/proc/stat), "
       "percent of their run time: on a shared VM the floor cannot be below it.\n")
+    # interference: other runnable threads seen on the measured CPU
+    rows = []
+    for c in doc["cells"]:
+        oth = dict(c.get("others_runnable_on_cpu") or {})
+        n = oth.pop("_samples", 0)
+        if oth and n:
+            top = sorted(oth.items(), key=lambda kv: -kv[1])[:4]
+            rows.append(f"| {c['load']} | {c['program']} | {c['config']} | {c['rep']} | "
+                        + ", ".join(f"{k} ({100 * v / n:.0f}%)" for k, v in top) + " |")
+    if rows:
+        w("Other threads seen runnable on the measured CPU during a cell (sampled every "
+          "0.25 s; percent of samples), most frequent first:\n")
+        w("| load | program | config | rep | threads |")
+        w("|---|---|---|---|---|")
+        L.extend(rows[:40])
+        if len(rows) > 40:
+            w(f"| ... | {len(rows) - 40} more cells | | | |")
+        w("")
     w("## Ratios (FWQ: max delta; control loop: maximum deviation)\n")
     w("Targets: detached/floor at most 1.5 for both programs under every load; "
       "linux-fifo/detached at least 10 for the control loop under build and I/O load.\n")

@@ -6,12 +6,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import datetime, timezone
 
 from . import loads as L
 from . import report, system
-from .util import BenchError, fmt_dur, format_cpulist, online_cpus, read, warn
+from .util import (BenchError, descendants, fmt_dur, format_cpulist, online_cpus, read,
+                   runnable_on, warn)
 
 PROGRAMS = ("fwq", "ctlloop")
 CONFIGS = ("linux", "linux-fifo", "linux-fifo-isolated", "detached", "floor")
@@ -145,18 +147,37 @@ class Bench:
         except (OSError, subprocess.SubprocessError) as e:
             cell.update(status="failed", reason=f"cannot start {cmd[0]}: {e} (joining the partition cpuset fails when another process undid the partition)")
             return cell
+        seen, stop = {}, threading.Event()
+
+        def watch():
+            # Who else is runnable on the measured CPU while the cell runs?
+            # (e.g. a CPU-bound SCHED_OTHER task there gets 50 ms a second
+            # from the fair server even against SCHED_FIFO.)
+            n = 0
+            while not stop.wait(0.25):
+                n += 1
+                for tgid, tid, comm in runnable_on(self.cpu, descendants(p.pid) | {os.getpid()}):
+                    seen[comm] = seen.get(comm, 0) + 1
+            seen["_samples"] = n
+        th = threading.Thread(target=watch, daemon=True)
+        th.start()
         try:
             so, _ = p.communicate(timeout=self.cell_seconds(prog) * 5 + 60)
         except subprocess.TimeoutExpired:
+            stop.set()
             p.kill()
             so, _ = p.communicate()
             cell.update(status="failed", reason="timed out")
             return cell
         except KeyboardInterrupt:
+            stop.set()
             p.kill()
             p.wait()
             raise
         cell["seconds"] = round(time.monotonic() - t, 2)
+        stop.set()
+        th.join()
+        cell["others_runnable_on_cpu"] = seen
         # Time the hypervisor took from the measured CPU (steal) and the
         # kernel spent in interrupts there: the noise a VM adds, per cell.
         hz = os.sysconf("SC_CLK_TCK")
@@ -297,6 +318,14 @@ class Bench:
                             done_s += self.cell_seconds(prog)
                         if cell["status"] == "failed":
                             self.log(f"{ln} {prog} {cfg} rep {rep}: failed: {cell['reason']}")
+                    # one more try for cells that failed (e.g. another process
+                    # changed the partition meanwhile), still under this load
+                    for k, old in enumerate(self.cells):
+                        if old["load"] == name and old["status"] == "failed":
+                            self.log(f"retrying {name} {old['program']} {old['config']} rep {old['rep']}")
+                            cell = self.run_cell(load, old["rep"], old["program"], old["config"], tmpdir)
+                            cell["retry_of"] = old.get("reason")
+                            self.cells[k] = cell
                 finally:
                     self.partition.leave()
                     left = load.stop()

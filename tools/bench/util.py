@@ -128,3 +128,42 @@ def fmt_dur(s):
     if s >= 60:
         return f"{s // 60}m{s % 60:02d}s"
     return f"{s}s"
+
+
+def runnable_on(cpu, exclude_tgids=()):
+    """[(tgid, tid, comm)] of threads runnable (R) whose last CPU is cpu,
+    outside exclude_tgids: what competes with a measurement there."""
+    out = []
+    ex = set(exclude_tgids)
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) in ex:
+            continue
+        try:
+            tids = os.listdir(f"/proc/{d}/task")
+        except OSError:
+            continue
+        for t in tids:
+            try:
+                with open(f"/proc/{d}/task/{t}/stat") as f:
+                    st = f.read()
+            except OSError:
+                continue
+            r = st.rfind(")")
+            fields = st[r + 2:].split()
+            if fields[0] == "R" and len(fields) > 36 and fields[36] == str(cpu):
+                out.append((int(d), int(t), st[st.find("(") + 1:r]))
+    return out
+
+
+def descendants(pid):
+    """pid and every live process below it."""
+    table = proc_table()
+    mine = {pid}
+    grew = True
+    while grew:
+        grew = False
+        for p, (pp, _, _) in table.items():
+            if p not in mine and pp in mine:
+                mine.add(p)
+                grew = True
+    return mine

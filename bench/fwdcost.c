@@ -1,0 +1,139 @@
+/* fwdcost: the cost of one system call, as the program sees it.
+ *
+ * Times N back-to-back calls with the TSC, one sample per call: getppid
+ * (the round trip alone) and write of 4 KiB to /dev/null (a call with a
+ * payload).  Run it plain for the native cost, under `detach run` for the
+ * forwarded one; tools/fwdcost.py runs the configurations interleaved.
+ *
+ *   fwdcost [-n SAMPLES] [-c CPU] [--json FILE]
+ */
+#include "lib/stats.h"
+#include "lib/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+struct result { const char *name; uint64_t *cycles; };
+
+static void measure(struct result *r, size_t n, int fd, const char *buf)
+{
+	bool is_write = !strcmp(r->name, "write4k");
+
+	for (size_t i = 0; i < n + n / 10; i++) {       /* first tenth: warm-up */
+		uint64_t t0 = rdtscp(), t1;
+		if (is_write) {
+			if (write(fd, buf, 4096) != 4096)
+				abort();
+		} else {
+			syscall(SYS_getppid);
+		}
+		t1 = rdtscp();
+		if (i >= n / 10)
+			r->cycles[i - n / 10] = t1 - t0;
+	}
+}
+
+static void summary(struct json *j, const struct result *r, size_t n, const struct tsc_clock *c)
+{
+	uint64_t *s = malloc(n * sizeof(*s));
+	const double pct[] = { 50, 99, 99.9, 100 };
+	const char *key[] = { "p50_ns", "p99_ns", "p999_ns", "max_ns" };
+
+	memcpy(s, r->cycles, n * sizeof(*s));
+	stats_sort_u64(s, n);
+	printf("%-8s", r->name);
+	json_object_begin(j, r->name);
+	for (int k = 0; k < 4; k++) {
+		double ns = (double)tsc_cycles_to_ns(c, stats_pct_sorted_u64(s, n, pct[k]));
+		printf("  %s %9.0f", key[k], ns);
+		json_double(j, key[k], ns);
+	}
+	json_array_begin(j, "cycles");
+	for (size_t i = 0; i < n; i++)
+		json_uint(j, NULL, r->cycles[i]);
+	json_array_end(j);
+	json_object_end(j);
+	putchar('\n');
+	free(s);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "samples", required_argument, NULL, 'n' },
+		{ "cpu", required_argument, NULL, 'c' },
+		{ "json", required_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct run_header h;
+	struct tsc_clock clk;
+	struct result res[2] = { { "getppid", NULL }, { "write4k", NULL } };
+	const char *json_path = NULL;
+	size_t n = 100000;
+	int c, cpu = -1, fd;
+	static char buf[4096];
+
+	run_header_init(&h, argc, argv);
+	while ((c = getopt_long(argc, argv, "n:c:j:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'n': n = strtoul(optarg, NULL, 10); break;
+		case 'c': cpu = atoi(optarg); break;
+		case 'j': json_path = optarg; break;
+		case 'h':
+			printf("usage: fwdcost [-n SAMPLES] [-c CPU] [--json FILE]\n"
+			       "Times getppid and a 4 KiB write to /dev/null, one TSC sample per call.\n");
+			return 0;
+		default:
+			return 2;
+		}
+	}
+	if (n < 10) {
+		fprintf(stderr, "fwdcost: error: --samples must be at least 10\n");
+		return 2;
+	}
+	if (cpu >= 0) {
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		CPU_SET(cpu, &set);
+		if (sched_setaffinity(0, sizeof(set), &set)) {
+			fprintf(stderr, "fwdcost: error: cannot pin to CPU %d: %s\n", cpu, strerror(errno));
+			return 1;
+		}
+	}
+	if (tsc_calibrate(&clk, 0)) {
+		fprintf(stderr, "fwdcost: error: TSC calibration failed\n");
+		return 1;
+	}
+	h.tsc_hz = clk.hz;
+	fd = open("/dev/null", O_WRONLY);
+	for (int i = 0; i < 2; i++) {
+		res[i].cycles = calloc(n, sizeof(uint64_t));
+		if (!res[i].cycles)
+			return 1;
+		measure(&res[i], n, fd, buf);
+	}
+	close(fd);
+
+	FILE *f = json_path ? fopen(json_path, "w") : NULL;
+	struct json j;
+	if (json_path && !f) {
+		fprintf(stderr, "fwdcost: error: cannot write %s: %s\n", json_path, strerror(errno));
+		return 1;
+	}
+	json_init(&j, f ? f : fopen("/dev/null", "w"));
+	json_object_begin(&j, NULL);
+	json_common_header(&j, &h, 0);
+	json_uint(&j, "samples", n);
+	for (int i = 0; i < 2; i++)
+		summary(&j, &res[i], n, &clk);
+	json_object_end(&j);
+	if (f)
+		fclose(f);
+	return 0;
+}

@@ -184,6 +184,7 @@ static struct dt_thread *detach_thread(int cpu)
 		cpulist_format(&dt_cfg.housekeeping, (char[256]){ 0 }, 256),
 		dt_cfg.proxy_wait == PROXY_SPIN ? "spin" : "adaptive", dt_cfg.mode);
 	dt_self = t;
+	kernel_counters_read(t->tid, &t->stats->at_detach);
 	if ((err = intercept_arm(t))) {
 		if (err == -EINVAL)
 			dt_die("Syscall User Dispatch is not available (prctl: %s); "
@@ -236,16 +237,11 @@ __attribute__((constructor)) static void dt_init(void)
 	detach_thread(cpuset_nth(&dt_cfg.cpus, 0));
 }
 
-/* exit() on any thread: statistics out before the process goes.  On a
- * detached thread the proxy writes them (libc here would trap on itself). */
+/* exit() on a thread that is not detached: statistics out before the
+ * process goes (exit status not known here: -1).  On a detached thread the
+ * exit_group that follows is ours and writes them with the status. */
 __attribute__((destructor)) static void dt_fini(void)
 {
-	long none[6] = { 0 };
-
-	if (!dt_cfg.active)
-		return;
-	if (dt_self && dt_self->depth == 0)
-		proxy_forward(dt_self, DT_CMD_STATS, none);
-	else if (!dt_self)
+	if (dt_cfg.active && !dt_self)
 		stats_finish();
 }

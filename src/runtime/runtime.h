@@ -64,6 +64,10 @@ struct mailbox {
 };
 
 /* ---- statistics, published in shared memory for `detach ps` -------------- */
+/* The kernel's own per-thread figures (/proc/self/task/TID/stat, status). */
+struct kernel_counters {
+	uint64_t minflt, majflt, vol_switches, invol_switches;
+};
 struct dt_thread_stats {
 	volatile int32_t tid;           /* 0: slot free */
 	int32_t cpu;
@@ -74,6 +78,7 @@ struct dt_thread_stats {
 	volatile uint64_t emulated;     /* answered without the kernel */
 	volatile uint64_t traps;        /* SIGSYS entries */
 	volatile uint64_t per_nr[DT_NR_SYSCALLS];
+	struct kernel_counters at_detach;   /* the kernel's figures when detached */
 };
 
 #define REGISTRY_MAGIC 0x31484354454400ull   /* "DETACH1" */
@@ -165,7 +170,9 @@ long env_execve(long nr, long a[6]) DT_HIDDEN;
 /* stats.c */
 int registry_open(void) DT_HIDDEN;
 struct dt_thread_stats *registry_slot(pid_t tid, int cpu) DT_HIDDEN;
+int kernel_counters_read(pid_t tid, struct kernel_counters *k) DT_HIDDEN;
 void stats_finish(void) DT_HIDDEN;
+extern int dt_exit_code DT_HIDDEN;      /* exit_group's status; -1: not known */
 
 /* init.c */
 void dt_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2))) DT_HIDDEN;

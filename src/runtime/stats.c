@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 struct dt_registry *dt_registry;
+int dt_exit_code = -1;
 static char registry_path[64];
 
 int registry_open(void)
@@ -65,27 +66,29 @@ struct dt_thread_stats *registry_slot(pid_t tid, int cpu)
 }
 
 /* Faults from /proc/.../stat (fields 10 and 12), switches from status. */
-static void kernel_counters(pid_t tid, struct json *j)
+int kernel_counters_read(pid_t tid, struct kernel_counters *k)
 {
 	char path[64], buf[4096], *p;
-	unsigned long long minflt = 0, majflt = 0, vol = 0, invol = 0;
+	unsigned long long minflt = 0, majflt = 0;
+	int err;
 
+	memset(k, 0, sizeof(*k));
 	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
-	if (!read_text_file(path, buf, sizeof(buf)) && (p = strrchr(buf, ')'))) {
+	if ((err = read_text_file(path, buf, sizeof(buf))))
+		return err;
+	if ((p = strrchr(buf, ')')))
 		/* after "pid (comm)": state ppid pgrp session tty tpgid flags minflt cminflt majflt */
 		sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %llu %*u %llu", &minflt, &majflt);
-	}
+	k->minflt = minflt;
+	k->majflt = majflt;
 	snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid);
-	if (!read_text_file(path, buf, sizeof(buf))) {
-		if ((p = strstr(buf, "\nvoluntary_ctxt_switches:")))
-			vol = strtoull(p + 25, NULL, 10);
-		if ((p = strstr(buf, "\nnonvoluntary_ctxt_switches:")))
-			invol = strtoull(p + 28, NULL, 10);
-	}
-	json_uint(j, "minor_faults", minflt);
-	json_uint(j, "major_faults", majflt);
-	json_uint(j, "voluntary_ctxt_switches", vol);
-	json_uint(j, "nonvoluntary_ctxt_switches", invol);
+	if ((err = read_text_file(path, buf, sizeof(buf))))
+		return err;
+	if ((p = strstr(buf, "\nvoluntary_ctxt_switches:")))
+		k->vol_switches = strtoull(p + 25, NULL, 10);
+	if ((p = strstr(buf, "\nnonvoluntary_ctxt_switches:")))
+		k->invol_switches = strtoull(p + 28, NULL, 10);
+	return 0;
 }
 
 static void write_thread(struct json *j, const struct dt_thread_stats *s)
@@ -101,7 +104,14 @@ static void write_thread(struct json *j, const struct dt_thread_stats *s)
 	json_uint(j, "local", s->local);
 	json_uint(j, "emulated", s->emulated);
 	json_uint(j, "traps", s->traps);
-	kernel_counters(s->tid, j);
+	/* while detached: the kernel's figures now, less those at detach time */
+	struct kernel_counters k;
+	if (kernel_counters_read(s->tid, &k) == 0) {
+		json_uint(j, "minor_faults", k.minflt - s->at_detach.minflt);
+		json_uint(j, "major_faults", k.majflt - s->at_detach.majflt);
+		json_uint(j, "voluntary_ctxt_switches", k.vol_switches - s->at_detach.vol_switches);
+		json_uint(j, "nonvoluntary_ctxt_switches", k.invol_switches - s->at_detach.invol_switches);
+	}
 	for (long nr = 0; nr < DT_NR_SYSCALLS; nr++)
 		if (s->per_nr[nr])
 			top[ntop].nr = nr, top[ntop++].n = s->per_nr[nr];
@@ -158,7 +168,7 @@ void stats_finish(void)
 	}
 	json_init(&j, f);
 	json_object_begin(&j, NULL);
-	json_common_header(&j, &h, 0);
+	json_common_header(&j, &h, dt_exit_code);
 	json_int(&j, "pid", dt_cfg.pid);
 	json_str(&j, "mode", dt_registry ? dt_registry->mode : dt_cfg.mode);
 	json_str(&j, "proxy", dt_cfg.proxy_wait == PROXY_SPIN ? "spin" : "adaptive");

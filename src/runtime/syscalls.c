@@ -258,6 +258,7 @@ static long do_exit_group(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	long none[6] = { 0 };
 
 	(void)uc;
+	dt_exit_code = (int)a[0];
 	if (t->depth == 0)
 		proxy_forward(t, DT_CMD_STATS, none);
 	return local_call(t, nr, a);

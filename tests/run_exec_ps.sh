@@ -40,7 +40,7 @@ pid=$!
 sleep 0.5
 ps_out=$("$DETACH" ps)
 echo "$ps_out"
-grep -qE "^ *$pid +$pid +1 +sud" <<<"$ps_out" || t_fail "detach ps does not list pid $pid on CPU 1"
+grep -qE "^ *$pid +$pid +1 +(sud|rewrite)" <<<"$ps_out" || t_fail "detach ps does not list pid $pid on CPU 1"
 "$DETACH" ps --json | python3 -c "import json,sys; d=json.load(sys.stdin); assert any(t['pid']==$pid for t in d['threads'])" \
 	|| t_fail "detach ps --json does not list pid $pid"
 kill -STOP $pid; sleep 0.3

@@ -48,8 +48,11 @@ static int usage(int status)
 "                          f:N (SCHED_FIFO N), r:N (SCHED_RR N)\n"
 "      --no-mlock          do not mlockall, prefault the stack or advise huge pages\n"
 "      --stats FILE        write per-thread statistics as JSON at exit\n"
-"      --mode MODE         sud: every call traps via Syscall User Dispatch (default);\n"
-"                          rewrite, auto: see docs (need the site-rewriting runtime)\n"
+"      --mode MODE         sud: every call traps (Syscall User Dispatch);\n"
+"                          rewrite: a site that trapped once is rewritten to call\n"
+"                          the runtime directly (needs page 0: root or\n"
+"                          vm.mmap_min_addr=0); auto (default, or $DETACH_MODE):\n"
+"                          rewrite when possible, else sud after a warning\n"
 "      --proxy WAIT        spin: proxies poll continuously; adaptive: spin ~100 us\n"
 "                          after each call, then poll with short sleeps (default:\n"
 "                          spin with 2 or more housekeeping CPUs, else adaptive)\n"
@@ -116,6 +119,23 @@ bad:
 	cli_err("bad policy '%s'", arg);
 	cli_note("use o, f:PRIO or r:PRIO with PRIO from 1 to 99");
 	return -1;
+}
+
+/* out = a without the CPUs of b */
+static void cpu_minus(cpu_set_t *out, const cpu_set_t *a, const cpu_set_t *b)
+{
+	cpu_set_t both;
+
+	CPU_AND(&both, a, b);
+	CPU_XOR(out, a, &both);
+}
+
+/* Page 0 can be mapped: CAP_SYS_RAWIO (root) or vm.mmap_min_addr = 0. */
+static bool zero_page_allowed(void)
+{
+	long min = -1;
+
+	return geteuid() == 0 || (read_long_file("/proc/sys/vm/mmap_min_addr", &min) == 0 && min == 0);
 }
 
 /* Finds CMD as execvp would; returns 0, or 127 (not found) / 126. */
@@ -241,7 +261,7 @@ static int run_main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct run_opts o = { .policy = "o", .mlock = true, .mode = "sud" };
+	struct run_opts o = { .policy = "o", .mlock = true, .mode = "auto" };
 	const char *cpu_arg = NULL, *hk_arg = NULL;
 	cpu_set_t allowed;
 	char cmdpath[PATH_MAX], lib[PATH_MAX], buf[1024];
@@ -253,6 +273,10 @@ static int run_main(int argc, char **argv)
 	bool have_part = partition_find(&part) == 0;
 	cpu_set_t own;
 	sched_getaffinity(0, sizeof(own), &own);
+	/* the default mode may come from the environment (tests run twice) */
+	const char *env_mode = getenv(ENV_MODE);
+	if (env_mode && (!strcmp(env_mode, "sud") || !strcmp(env_mode, "rewrite") || !strcmp(env_mode, "auto")))
+		o.mode = env_mode;
 	CPU_OR(&allowed, &own, have_part ? &part.cpus : &own);
 	optind = 1;
 	/* '+': stop at the first non-option, the command. */
@@ -294,10 +318,13 @@ static int run_main(int argc, char **argv)
 		cli_note("usage: detach run [OPTIONS] -- CMD [ARGS...]");
 		return EXIT_USAGE;
 	}
-	if (strcmp(o.mode, "sud")) {
-		cli_err("--mode %s is not available in this build: only sud is", o.mode);
-		cli_note("use --mode sud");
-		return EXIT_USAGE;
+	if (!strcmp(o.mode, "rewrite") && !zero_page_allowed()) {
+		long min = -1;
+		read_long_file("/proc/sys/vm/mmap_min_addr", &min);
+		cli_err("--mode rewrite needs to map page 0 for its trampoline: not root and vm.mmap_min_addr=%ld", min);
+		cli_note("run as root, or 'sysctl -w vm.mmap_min_addr=0' (detach isolate --allow-zero-page); "
+			 "that lets any program map page 0, which makes kernel NULL-pointer bugs exploitable");
+		return 1;
 	}
 
 	if (cpu_arg) {
@@ -322,14 +349,10 @@ static int run_main(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	} else {
-		CPU_XOR(&o.housekeeping, &own, &o.cpus);
-		CPU_AND(&o.housekeeping, &o.housekeeping, &own);
-		if (have_part) {   /* the partition is for detached threads only */
-			CPU_XOR(&o.housekeeping, &o.housekeeping, &part.cpus);
-			CPU_AND(&o.housekeeping, &o.housekeeping, &own);
-			CPU_XOR(&o.housekeeping, &o.housekeeping, &o.cpus);
-			CPU_AND(&o.housekeeping, &o.housekeeping, &own);
-		}
+		/* our own CPUs, less the detached ones and the partition's */
+		cpu_minus(&o.housekeeping, &own, &o.cpus);
+		if (have_part)
+			cpu_minus(&o.housekeeping, &o.housekeeping, &part.cpus);
 	}
 	if (CPU_COUNT(&o.housekeeping) == 0) {
 		cli_err("no housekeeping CPU left for the proxies (detached: %s)", cpulist_format(&o.cpus, buf, sizeof(buf)));
@@ -355,6 +378,16 @@ static int run_main(int argc, char **argv)
 
 	if (geteuid() != 0) {
 		struct rlimit rl;
+		cpu_set_t in_part;
+		if (have_part) {
+			CPU_AND(&in_part, &o.cpus, &part.cpus);
+			if (CPU_COUNT(&in_part)) {
+				cli_err("CPU %s is in the detach partition: only root can place threads there",
+					cpulist_format(&in_part, buf, sizeof(buf)));
+				cli_note("run as root, or pick a CPU outside the partition");
+				return 1;
+			}
+		}
 		bool rt = o.policy[0] != 'o';
 		getrlimit(RLIMIT_RTPRIO, &rl);
 		if (rt && rl.rlim_cur < (rlim_t)atoi(o.policy + 2)) {

@@ -78,9 +78,9 @@ static bool read_contract(void)
 	snprintf(dt_cfg.policy, sizeof(dt_cfg.policy), "%s", (v = getenv(ENV_POLICY)) ? v : "o");
 	dt_cfg.mlock = !(v = getenv(ENV_MLOCK)) || strcmp(v, "0");
 	dt_cfg.verbose = (v = getenv(ENV_VERBOSE)) && !strcmp(v, "1");
-	snprintf(dt_cfg.mode, sizeof(dt_cfg.mode), "%s", (v = getenv(ENV_MODE)) ? v : "sud");
-	if (strcmp(dt_cfg.mode, "sud"))
-		dt_die("mode '%s' is not available in this runtime (only sud)", dt_cfg.mode);
+	snprintf(dt_cfg.mode, sizeof(dt_cfg.mode), "%s", (v = getenv(ENV_MODE)) ? v : "auto");
+	if (strcmp(dt_cfg.mode, "sud") && strcmp(dt_cfg.mode, "rewrite") && strcmp(dt_cfg.mode, "auto"))
+		dt_die("unknown mode '%s' in %s", dt_cfg.mode, ENV_MODE);
 	if ((v = getenv(ENV_HOME_CPUSET)))
 		snprintf(dt_cfg.home_cpuset, sizeof(dt_cfg.home_cpuset), "%s", v);
 	if ((v = getenv(ENV_STATS)))
@@ -204,12 +204,23 @@ void dt_fork_child(void)
 	dt_child_placement();
 }
 
+/* The parent of a vfork child is running again: the child exec'd or left. */
+void dt_vfork_parent_resumed(void)
+{
+	if (dt_self)
+		dt_self->vfork_child = 0;
+}
+
 /* A thread or child process created by a detached thread starts on its
  * CPU, in its cpuset: it moves itself to the housekeeping CPUs before it
  * runs any code of the program.  Raw calls only: this runs in the child
  * of a clone, on a borrowed stack, before any libc state is its own. */
 void dt_child_placement(void)
 {
+	/* A child sharing our TLS (vfork, posix_spawn) sees the parent's dt_self:
+	 * it must not take itself for the detached thread (trampoline.S). */
+	if (dt_self)
+		dt_self->vfork_child = 1;
 	if (dt_cfg.home_tasks[0]) {
 		long fd = sys_call3(SYS_open, dt_cfg.home_tasks, O_WRONLY | O_CLOEXEC, 0);
 		if (fd >= 0) {
@@ -218,6 +229,26 @@ void dt_child_placement(void)
 		}
 	}
 	sys_call3(SYS_sched_setaffinity, 0, sizeof(dt_hk_mask), &dt_hk_mask);
+}
+
+/* rewrite needs page 0 for its trampoline; auto settles for sud without. */
+static void choose_mode(void)
+{
+	int err;
+
+	if (!strcmp(dt_cfg.mode, "sud"))
+		return;
+	err = rewrite_init();
+	if (!err) {
+		snprintf(dt_cfg.mode, sizeof(dt_cfg.mode), "rewrite");
+		return;
+	}
+	if (!strcmp(dt_cfg.mode, "rewrite"))
+		dt_die("--mode rewrite: cannot map the trampoline at address 0: %s; "
+		       "NOTE: run as root or set vm.mmap_min_addr=0", strerror(-err));
+	fprintf(stderr, "detach: warning: cannot map the trampoline at address 0 (%s): every system call "
+		"traps (sud mode); root or vm.mmap_min_addr=0 allows rewrite mode\n", strerror(-err));
+	snprintf(dt_cfg.mode, sizeof(dt_cfg.mode), "sud");
 }
 
 __attribute__((constructor)) static void dt_init(void)
@@ -230,6 +261,7 @@ __attribute__((constructor)) static void dt_init(void)
 		return;
 	dt_cfg.active = true;
 	tsc_calibrate(&dt_cfg.tsc, 0);
+	choose_mode();
 	if ((err = intercept_install()))
 		dt_die("cannot install the SIGSYS handler: %s", strerror(-err));
 	if ((err = registry_open()))

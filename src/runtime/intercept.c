@@ -122,7 +122,18 @@ static void sigsys_handler(int sig, siginfo_t *si, void *ctx)
 	}
 	if (!t)
 		dt_die("a system call trapped on a thread that is not detached (tid %ld)", sys_call0(SYS_gettid));
-	t->stats->traps++;
+	if (rewrite_is_retrap((uintptr_t)si->si_call_addr)) {
+		/* Sent here by the trampoline (rewrite mode) for a call that needs
+		 * a signal frame: resume at the return address it left on the
+		 * stack, the site's, as if the site itself had trapped. */
+		t->stats->retraps++;
+		g[REG_RIP] = *(greg_t *)g[REG_RSP];
+		g[REG_RSP] += 8;
+	} else {
+		t->stats->traps++;
+		/* before the call: it may not return (exit, execve) */
+		rewrite_site(t, (uintptr_t)si->si_call_addr - 2);
+	}
 	a[0] = g[REG_RDI];
 	a[1] = g[REG_RSI];
 	a[2] = g[REG_RDX];

@@ -76,7 +76,10 @@ struct dt_thread_stats {
 	volatile uint64_t forwarded;    /* carried out by the proxy */
 	volatile uint64_t local;        /* run on the detached thread itself */
 	volatile uint64_t emulated;     /* answered without the kernel */
-	volatile uint64_t traps;        /* SIGSYS entries */
+	volatile uint64_t traps;        /* Syscall User Dispatch traps at program sites */
+	volatile uint64_t retraps;      /* rewrite mode: calls sent to the trap path on purpose */
+	volatile uint64_t sites_rewritten;
+	volatile uint64_t sites_refused; /* left trapping: vDSO, red zone, cache line */
 	volatile uint64_t per_nr[DT_NR_SYSCALLS];
 	struct kernel_counters at_detach;   /* the kernel's figures when detached */
 };
@@ -95,6 +98,10 @@ struct dt_registry {
 /* ---- a detached thread ------------------------------------------------- */
 struct dt_thread {
 	struct mailbox mb;
+	/* set by a vfork child that borrows this thread's TLS (trampoline.S reads
+	 * it at a fixed offset), cleared by the parent when it resumes */
+	volatile uint8_t vfork_child;
+	bool need_trap;                 /* rewrite mode: this call needs the trap path */
 	pid_t tid;
 	int cpu;
 	int node;
@@ -156,6 +163,12 @@ void intercept_set_restart(bool restart) DT_HIDDEN;
 long dt_dispatch(struct dt_thread *t, long nr, long a[6], ucontext_t *uc) DT_HIDDEN;
 const char *syscall_rule_why(long nr) DT_HIDDEN;
 
+/* rewrite.c */
+int rewrite_init(void) DT_HIDDEN;
+void rewrite_site(struct dt_thread *t, uintptr_t site) DT_HIDDEN;
+bool rewrite_is_retrap(uintptr_t call_addr) DT_HIDDEN;
+extern bool dt_rewrite_on DT_HIDDEN;
+
 /* proxy.c */
 int proxy_start(struct dt_thread *t) DT_HIDDEN;
 long proxy_forward(struct dt_thread *t, long nr, const long a[6]) DT_HIDDEN;
@@ -178,5 +191,6 @@ extern int dt_exit_code DT_HIDDEN;      /* exit_group's status; -1: not known */
 void dt_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2))) DT_HIDDEN;
 void dt_fork_child(void) DT_HIDDEN;
 void dt_child_placement(void) DT_HIDDEN;
+void dt_vfork_parent_resumed(void) DT_HIDDEN;
 
 #endif

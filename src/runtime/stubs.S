@@ -90,6 +90,8 @@ sys_clone_resume:
 	cmpq $-4095, %rax               /* vfork failed: the stack is intact */
 	jae 1f
 	movq %rax, UC_RAX(%r12)
+	andq $-16, %rsp                 /* the child is gone: our stack is ours */
+	call dt_vfork_parent_resumed
 	movq %r12, %rsp
 	movl $NR_rt_sigreturn, %eax
 	syscall

@@ -305,6 +305,11 @@ static long do_clone(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	void *child_uc = NULL, *parent_uc = NULL;
 	long ret;
 
+	if (!uc) {                  /* rewrite mode: the child needs a frame */
+		t->need_trap = true;
+		return 0;
+	}
+
 	switch (nr) {
 	case SYS_fork:
 		flags = SIGCHLD;
@@ -343,6 +348,8 @@ static long do_clone(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	ret = sys_clone_resume(nr, a[0], a[1], a[2], a[3], a[4], child_uc, parent_uc);
 	if (ret == 0)
 		dt_fork_child();   /* a fork child: private memory, back here */
+	else if (flags & CLONE_VFORK)
+		dt_vfork_parent_resumed();
 	return ret;
 }
 
@@ -359,13 +366,17 @@ extern char __start_detach_wait[], __stop_detach_wait[] DT_HIDDEN;
 
 static long do_sigreturn(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
+	(void)a;
+	if (!uc) {                  /* rewrite mode: never here (trampoline.S) */
+		t->need_trap = true;
+		return 0;
+	}
 	/* The program's handler returns: its frame's ucontext is at the rsp of
 	 * the trapped rt_sigreturn; the siginfo follows the kernel ucontext. */
 	char *frame = (char *)uc->uc_mcontext.gregs[REG_RSP];
 	ucontext_t *app = (ucontext_t *)frame;
 	uintptr_t rip = (uintptr_t)app->uc_mcontext.gregs[REG_RIP];
 
-	(void)a;
 	/* A handler interrupted our wait for the proxy.  Its number is in the
 	 * frame's siginfo (do_sigaction makes sure the kernel writes one); a
 	 * handler installed behind our back (by a thread that is not detached)
@@ -437,14 +448,18 @@ static long do_sigaction(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 static long do_sigprocmask(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
 	/* In the trap handler the kernel's mask is the one the handler's
-	 * rt_sigreturn restores from the frame: the change goes there. */
-	uint64_t *frame_mask = (uint64_t *)&uc->uc_sigmask, cur = *frame_mask, set;
+	 * rt_sigreturn restores from the frame: the change goes there.  From the
+	 * trampoline (rewrite mode, no frame) it goes to the kernel directly. */
+	uint64_t real, *frame_mask = uc ? (uint64_t *)&uc->uc_sigmask : &real, cur, set;
 	const uint64_t never = SIGSYS_BIT | (1ull << (SIGKILL - 1)) | (1ull << (SIGSTOP - 1));
 	bool app = t->app_blocks_sigsys;
 
 	count(t, nr, &t->stats->local);
 	if (a[3] != 8)
 		return -EINVAL;
+	if (!uc)
+		sys_call4(SYS_rt_sigprocmask, SIG_BLOCK, NULL, &real, 8);
+	cur = *frame_mask;
 	if (a[1]) {
 		set = *(const uint64_t *)a[1];
 		switch (a[0]) {
@@ -468,6 +483,8 @@ static long do_sigprocmask(struct dt_thread *t, long nr, long *a, ucontext_t *uc
 		*(uint64_t *)a[2] = *frame_mask | (t->app_blocks_sigsys ? SIGSYS_BIT : 0);
 	*frame_mask = cur & ~never;
 	t->app_blocks_sigsys = app;
+	if (!uc)
+		sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &real, NULL, 8);
 	return 0;
 }
 
@@ -477,7 +494,7 @@ static long do_sigaltstack(struct dt_thread *t, long nr, long *a, ucontext_t *uc
 	 * here (for the checks and the old value) and in the frame. */
 	long ret = local_call(t, nr, a);
 
-	if (ret == 0 && a[0])
+	if (ret == 0 && a[0] && uc)
 		sys_call2(SYS_sigaltstack, NULL, &uc->uc_stack);
 	return ret;
 }

@@ -1,0 +1,254 @@
+/* The entry for rewritten system call sites (rewrite.c).
+ *
+ * A site's 2-byte `syscall` (0f 05) became `call *%rax` (ff d0).  rax holds
+ * the system call number, so the call lands in the nop sled of page 0, at
+ * address nr, and slides into a jump to dt_trampoline_entry.  On entry:
+ *   (%rsp)  the return address, site + 2
+ *   rax     the system call number; rdi rsi rdx r10 r8 r9 its arguments
+ *   rcx r11 free: a real syscall clobbers them, so the program keeps nothing
+ *           there (the sled's jump already used r11)
+ * The program must find every other register as a real `syscall` leaves it:
+ * general registers but rax/rcx/r11, the flags, and all x87/SSE/AVX/AVX-512
+ * state.  The C code behind (rewrite.c: dt_trampoline_dispatch) may use any
+ * of them, glibc's string functions included, so the entry saves them all:
+ * the argument registers in a frame, the vector state with xsavec (only
+ * the components in use are written: cheap when the upper halves are clean)
+ * or xsave.
+ *
+ * Three kinds of calls cannot return through a C frame and take other ways:
+ *   rt_sigreturn  the signal frame is at the caller's rsp;
+ *   clone, clone3, vfork  the child may start on another stack, or borrow
+ *           ours and overwrite it.
+ * On a thread that is not detached (the program's other threads, proxies,
+ * children) they run right here, zpoline-style.  On a detached thread they
+ * are re-issued from dt_retrap_syscall, outside the range Syscall User
+ * Dispatch lets through: they trap, and the trap handler (intercept.c),
+ * which has a signal frame to work with, does what it does in sud mode.
+ */
+#define NR_rt_sigreturn 15
+#define NR_clone        56
+#define NR_vfork        58
+#define NR_clone3       435
+#define CLONE_VFORK     0x4000
+#define CA_STACK        40      /* offsetof(struct clone_args, stack) */
+#define CA_STACK_SIZE   48
+#define CA_MAX          88      /* sizeof(struct clone_args) of Linux 5.7+ */
+#define RED_ZONE        128
+#define T_VFORK_CHILD   192     /* offsetof(struct dt_thread, vfork_child), checked in rewrite.c */
+
+	.text
+	.globl dt_trampoline_entry
+	.hidden dt_trampoline_entry
+	.type dt_trampoline_entry,@function
+dt_trampoline_entry:
+	/* Step over the red zone of the code we came from, whose data below
+	 * its rsp we must not touch (the call already used 8 bytes of it;
+	 * rewrite.c does not rewrite sites that keep data there), and save the
+	 * flags before anything changes them: syscall preserves them. */
+	leaq -RED_ZONE(%rsp), %rsp
+	pushfq                          /* rsp = F; the return address at F+136 */
+	cmpl $NR_rt_sigreturn, %eax
+	je .Lsigreturn
+	cmpl $NR_clone, %eax
+	je .Lclone_family
+	cmpl $NR_vfork, %eax
+	je .Lclone_family
+	cmpl $NR_clone3, %eax
+	je .Lclone_family
+
+	cld                             /* the C ABI wants DF clear */
+	pushq %rbp
+	movq %rsp, %rbp
+	pushq %r9                       /* -8:  the arguments, in order at -48 */
+	pushq %r8                       /* -16 */
+	pushq %r10                      /* -24 */
+	pushq %rdx                      /* -32 */
+	pushq %rsi                      /* -40 */
+	pushq %rdi                      /* -48 */
+	pushq %rax                      /* -56: nr */
+	pushq $0                        /* -64: retrap flag, set by C */
+	pushq $0                        /* -72: result */
+	andq $-64, %rsp                 /* xsave wants 64-byte alignment */
+	subq dt_xsave_size(%rip), %rsp
+	xorl %ecx, %ecx                 /* the header must start zeroed */
+	movq %rcx, 512(%rsp)
+	movq %rcx, 520(%rsp)
+	movq %rcx, 528(%rsp)
+	movq %rcx, 536(%rsp)
+	movq %rcx, 544(%rsp)
+	movq %rcx, 552(%rsp)
+	movq %rcx, 560(%rsp)
+	movq %rcx, 568(%rsp)
+	movl $-1, %eax                  /* every component XCR0 enables */
+	movl $-1, %edx
+	cmpb $0, dt_have_xsavec(%rip)
+	je 1f
+	xsavec (%rsp)
+	jmp 2f
+1:	xsave (%rsp)
+2:	movq -56(%rbp), %rdi            /* nr */
+	leaq -48(%rbp), %rsi            /* args[6] */
+	leaq -64(%rbp), %rdx            /* retrap flag */
+	movq 8+8+RED_ZONE(%rbp), %rcx   /* return address: site + 2 */
+	call dt_trampoline_dispatch
+	movq %rax, -72(%rbp)
+	movl $-1, %eax
+	movl $-1, %edx
+	xrstor (%rsp)
+	movq -48(%rbp), %rdi
+	movq -40(%rbp), %rsi
+	movq -32(%rbp), %rdx
+	movq -24(%rbp), %r10
+	movq -16(%rbp), %r8
+	movq -8(%rbp), %r9
+	cmpq $0, -64(%rbp)
+	jne .Lretrap_from_frame
+	movq -72(%rbp), %rax
+	movq %rbp, %rsp
+	popq %rbp
+	popfq
+	leaq RED_ZONE(%rsp), %rsp
+	/* rcx and r11 as the kernel leaves them: return address and flags */
+	movq (%rsp), %rcx
+	pushfq
+	popq %r11
+	ret
+
+.Lretrap_from_frame:
+	movq -56(%rbp), %rax            /* nr */
+	movq %rbp, %rsp
+	popq %rbp
+.Lretrap:                               /* rsp = F */
+	popfq
+	leaq RED_ZONE(%rsp), %rsp       /* rsp -> return address, as on entry */
+	jmp dt_retrap_syscall
+
+	/* rt_sigreturn: the frame's ucontext is at the caller's rsp; the flags
+	 * and every register come from it. */
+.Lsigreturn:
+	movq %rsp, %rbx
+	andq $-16, %rsp
+	call dt_trampoline_is_detached
+	movq %rbx, %rsp
+	testq %rax, %rax
+	movl $NR_rt_sigreturn, %eax
+	jnz .Lretrap
+	leaq RED_ZONE+8+8(%rsp), %rsp
+	syscall
+	ud2
+
+	/* clone, clone3, vfork.  Only rcx and r11 may change, and the flags
+	 * must be the program's at the syscall and after it. */
+.Lclone_family:
+	movq dt_self@gottpoff(%rip), %r11
+	movq %fs:(%r11), %r11
+	testq %r11, %r11
+	jz .Lnative_clone
+	cmpb $0, T_VFORK_CHILD(%r11)    /* a vfork child borrowing a detached thread's TLS */
+	je .Lretrap
+
+	/* On a thread that is not detached.  Without a stack of its own, the
+	 * child resumes on ours: the way back waits in a TLS slot (a vfork child
+	 * shares our TLS, a fork child has a copy).  With one, the way back, the
+	 * register we change and the flags go on top of the new stack, where the
+	 * child pops them. */
+.Lnative_clone:
+	cmpl $NR_clone3, %eax
+	je .Lclone3
+	cmpl $NR_clone, %eax
+	jne .Lno_stack                  /* vfork */
+	testq %rsi, %rsi
+	jz .Lno_stack
+	movq 8+RED_ZONE(%rsp), %r11     /* clone(flags, newsp, ...) */
+	movq %r11, -8(%rsi)
+	movq %rsi, -16(%rsi)
+	movq (%rsp), %rcx
+	movq %rcx, -24(%rsi)
+	movq dt_clone_ret@gottpoff(%rip), %rcx
+	movq %r11, %fs:(%rcx)
+	leaq -24(%rsi), %rsi
+	popfq
+	leaq RED_ZONE+8(%rsp), %rsp     /* the program's rsp */
+	syscall
+	testq %rax, %rax
+	jz .Lchild_stack_rsi
+	leaq 24(%rsi), %rsi
+	pushq -24(%rsi)                 /* the flags, saved on the child's stack */
+	popfq
+	movq dt_clone_ret@gottpoff(%rip), %rcx
+	jmp *%fs:(%rcx)
+.Lchild_stack_rsi:
+	popfq
+	popq %rsi
+	ret
+
+.Lclone3:
+	movq CA_STACK(%rdi), %rcx
+	testq %rcx, %rcx
+	jz .Lno_stack
+	addq CA_STACK_SIZE(%rdi), %rcx  /* the child's stack top */
+	movq 8+RED_ZONE(%rsp), %r11
+	movq %r11, -8(%rcx)
+	movq %rdi, -16(%rcx)
+	movq (%rsp), %r11
+	movq %r11, -24(%rcx)
+	movq 8+RED_ZONE(%rsp), %r11
+	movq dt_clone_ret@gottpoff(%rip), %rcx
+	movq %r11, %fs:(%rcx)
+	/* a copy of the arguments with 24 bytes less stack, below F */
+	subq $CA_MAX+8, %rsp
+	movq %rdi, CA_MAX(%rsp)         /* the program's rdi, for the parent */
+	movq 0(%rdi), %rcx;  movq %rcx, 0(%rsp)
+	movq 8(%rdi), %rcx;  movq %rcx, 8(%rsp)
+	movq 16(%rdi), %rcx; movq %rcx, 16(%rsp)
+	movq 24(%rdi), %rcx; movq %rcx, 24(%rsp)
+	movq 32(%rdi), %rcx; movq %rcx, 32(%rsp)
+	movq 40(%rdi), %rcx; movq %rcx, 40(%rsp)
+	movq 48(%rdi), %rcx; subq $24, %rcx; movq %rcx, 48(%rsp)
+	movq 56(%rdi), %rcx; movq %rcx, 56(%rsp)
+	cmpq $64, %rsi                  /* later fields only when given */
+	jbe 3f
+	movq 64(%rdi), %rcx; movq %rcx, 64(%rsp)
+	movq 72(%rdi), %rcx; movq %rcx, 72(%rsp)
+	cmpq $80, %rsi
+	jbe 3f
+	movq 80(%rdi), %rcx; movq %rcx, 80(%rsp)
+3:	movq %rsp, %rdi
+	pushq CA_MAX+8(%rsp)            /* the program's flags, from F */
+	popfq
+	syscall
+	testq %rax, %rax
+	jz .Lchild_stack_rdi
+	movq CA_MAX(%rsp), %rdi
+	pushq CA_MAX+8(%rsp)
+	popfq
+	leaq CA_MAX+8+8+RED_ZONE+8(%rsp), %rsp   /* the program's rsp */
+	movq dt_clone_ret@gottpoff(%rip), %rcx
+	jmp *%fs:(%rcx)
+.Lchild_stack_rdi:
+	popfq
+	popq %rdi
+	ret
+
+.Lno_stack:
+	movq 8+RED_ZONE(%rsp), %r11
+	movq dt_clone_ret@gottpoff(%rip), %rcx
+	movq %r11, %fs:(%rcx)
+	popfq
+	leaq RED_ZONE+8(%rsp), %rsp     /* the program's rsp */
+	syscall
+	movq dt_clone_ret@gottpoff(%rip), %rcx
+	jmp *%fs:(%rcx)
+	.size dt_trampoline_entry, .-dt_trampoline_entry
+
+/* Outside `detach_allow`: a detached thread that executes this traps, and
+ * the handler resumes it at the return address left at (%rsp). */
+	.globl dt_retrap_syscall
+	.hidden dt_retrap_syscall
+	.type dt_retrap_syscall,@function
+dt_retrap_syscall:
+	syscall
+	ud2
+	.size dt_retrap_syscall, .-dt_retrap_syscall
+
+	.section .note.GNU-stack,"",@progbits

@@ -132,7 +132,8 @@ static void sigsys_handler(int sig, siginfo_t *si, void *ctx)
 	} else {
 		t->stats->traps++;
 		/* before the call: it may not return (exit, execve) */
-		rewrite_site(t, (uintptr_t)si->si_call_addr - 2);
+		if (!rewrite_site(t, (uintptr_t)si->si_call_addr - 2) && dt_rewrite_on)
+			t->stats->traps_refused++;
 	}
 	a[0] = g[REG_RDI];
 	a[1] = g[REG_RSI];

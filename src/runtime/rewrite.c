@@ -192,15 +192,18 @@ static bool touches_red_zone(const uint8_t *lo, const uint8_t *hi)
 }
 
 /* Called from the trap handler of a detached thread for the site that just
- * trapped; returns with the site rewritten or recorded as refused. */
-void rewrite_site(struct dt_thread *t, uintptr_t site)
+ * trapped; returns whether the site is rewritten now (false: it stays a
+ * trapping site, or rewrite mode is off). */
+bool rewrite_site(struct dt_thread *t, uintptr_t site)
 {
 	struct mapping m;
 	uintptr_t page_lo, page_hi;
 	const char *why = NULL;
 
-	if (!dt_rewrite_on || table_has(rewritten, site) || table_has(refused, site))
-		return;
+	if (!dt_rewrite_on || table_has(refused, site))
+		return false;
+	if (table_has(rewritten, site))
+		return true;      /* another thread's trap rewrote it meanwhile */
 	while (__atomic_exchange_n(&patch_lock, 1, __ATOMIC_ACQUIRE))
 		cpu_relax();
 	m = find_mapping(site);
@@ -240,6 +243,7 @@ void rewrite_site(struct dt_thread *t, uintptr_t site)
 		t->stats->sites_rewritten++;
 	}
 	__atomic_store_n(&patch_lock, 0, __ATOMIC_RELEASE);
+	return !why;
 }
 
 /* A jump into page 0 that came from no rewritten site: a NULL function

@@ -80,6 +80,7 @@ struct dt_thread_stats {
 	volatile uint64_t retraps;      /* rewrite mode: calls sent to the trap path on purpose */
 	volatile uint64_t sites_rewritten;
 	volatile uint64_t sites_refused; /* left trapping: vDSO, red zone, cache line */
+	volatile uint64_t traps_refused; /* traps at those sites (rewrite mode) */
 	volatile uint64_t per_nr[DT_NR_SYSCALLS];
 	struct kernel_counters at_detach;   /* the kernel's figures when detached */
 };
@@ -165,7 +166,7 @@ const char *syscall_rule_why(long nr) DT_HIDDEN;
 
 /* rewrite.c */
 int rewrite_init(void) DT_HIDDEN;
-void rewrite_site(struct dt_thread *t, uintptr_t site) DT_HIDDEN;
+bool rewrite_site(struct dt_thread *t, uintptr_t site) DT_HIDDEN;
 bool rewrite_is_retrap(uintptr_t call_addr) DT_HIDDEN;
 extern bool dt_rewrite_on DT_HIDDEN;
 

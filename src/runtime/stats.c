@@ -107,6 +107,7 @@ static void write_thread(struct json *j, const struct dt_thread_stats *s)
 	json_uint(j, "retraps", s->retraps);
 	json_uint(j, "sites_rewritten", s->sites_rewritten);
 	json_uint(j, "sites_refused", s->sites_refused);
+	json_uint(j, "traps_refused", s->traps_refused);
 	/* the runtime's own account of kernel entries on the detached CPU:
 	 * a trap is two (the trap and its rt_sigreturn), a local call one */
 	json_uint(j, "kernel_entries", 2 * (s->traps + s->retraps) + s->local);

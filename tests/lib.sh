@@ -16,6 +16,23 @@ t_stat() {
 	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["threads"][0][sys.argv[2]])' "$1" "$2"
 }
 
+# In rewrite mode (DETACH_MODE=rewrite, the runner's second pass) a run must
+# have rewritten sites and taken no more traps than sites, but at sites it
+# refused: a runtime that silently fell back to sud fails here.
+t_check_rewrite() {
+	[ "${DETACH_MODE:-}" = rewrite ] || return 0
+	python3 - "$1" "$2" <<'PY' || t_fail "$1: rewrite mode not in effect"
+import json, sys
+d = json.load(open(sys.argv[2]))
+t = d["threads"][0]
+ok = d["mode"] == "rewrite" and t["sites_rewritten"] > 0 and \
+     t["traps"] - t["traps_refused"] <= t["sites_rewritten"] + t["sites_refused"]
+print(f"{sys.argv[1]}: mode {d['mode']}, {t['sites_rewritten']} sites rewritten, "
+      f"{t['sites_refused']} refused, {t['traps']} traps ({t['traps_refused']} at refused sites)")
+sys.exit(0 if ok else 1)
+PY
+}
+
 # t_compare NAME CMD...: runs CMD natively and under `detach run -c 1`, from
 # the same directory and input; stdout and exit status must match, and the
 # detached run must show forwarded calls on CPU 1.  T_FILTER: a sed script
@@ -44,6 +61,7 @@ t_compare() {
 		fwd=$(t_stat "$dir/stats.json" forwarded) cpu=$(t_stat "$dir/stats.json" cpu)
 		[ "$fwd" -gt 0 ] || t_fail "$name: no forwarded calls"
 		[ "$cpu" = 1 ] || t_fail "$name: detached on CPU $cpu, not 1"
+		t_check_rewrite "$name" "$dir/stats.json"
 		echo "$name: exit $rc_detached, $fwd forwarded on CPU $cpu"
 	fi
 }

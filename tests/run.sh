@@ -4,7 +4,10 @@
 # says why), anything else fail.  Output of each test: build/test-logs/<name>.log
 #
 #   tests/run.sh [NAME...]        run all tests, or only those named
-#   TEST_TIMEOUT=SECONDS          per-test limit (default 300)
+#   TEST_TIMEOUT=SECONDS          per-test limit (default 300; a test may ask
+#                                 for more with a "Timeout: N" line)
+#   TEST_MODES="sud rewrite"      the tests of `detach run` (run_*, cli_run)
+#                                 run once per mode, with DETACH_MODE set
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -29,21 +32,32 @@ else
 fi
 
 pass=0 fail=0 skip=0 failed=()
-for n in "${tests[@]}"; do
-	if [ -x "build/tests/$n" ]; then cmd=("build/tests/$n")
-	elif [ -f "tests/$n.sh" ]; then cmd=(bash "tests/$n.sh")
-	else echo "FAIL $n (no such test)"; fail=$((fail + 1)); failed+=("$n"); continue
+run_one() {   # NAME MODE (MODE empty: as it comes)
+	local n=$1 mode=$2 label=$1 log limit src
+	if [ -x "build/tests/$n" ]; then cmd=("build/tests/$n"); src=tests/$n.c
+	elif [ -f "tests/$n.sh" ]; then cmd=(bash "tests/$n.sh"); src=tests/$n.sh
+	else echo "FAIL $n (no such test)"; fail=$((fail + 1)); failed+=("$n"); return
 	fi
+	limit=$(sed -n 's/.*Timeout: \([0-9][0-9]*\).*/\1/p' "$src" | head -n 1)
+	limit=${limit:-$timeout_s}
+	[ -n "$mode" ] && label="$n [$mode]"
+	log=$logs/$n${mode:+.$mode}.log
 	start=$(date +%s.%N)
-	timeout -k 10 "$timeout_s" "${cmd[@]}" </dev/null >"$logs/$n.log" 2>&1
+	DETACH_MODE=$mode timeout -k 10 "$limit" "${cmd[@]}" </dev/null >"$log" 2>&1
 	rc=$?
 	secs=$(printf '%.1f' "$(echo "$(date +%s.%N) - $start" | bc)")
 	case $rc in
-	0) pass=$((pass + 1)); echo "PASS $n (${secs}s)" ;;
-	77) skip=$((skip + 1)); echo "SKIP $n: $(tail -n 1 "$logs/$n.log")" ;;
-	124|137) fail=$((fail + 1)); failed+=("$n"); echo "FAIL $n (timed out after ${timeout_s}s)" ;;
-	*) fail=$((fail + 1)); failed+=("$n"); echo "FAIL $n (exit $rc)"
-	   sed 's/^/    | /' "$logs/$n.log" | tail -n 25 ;;
+	0) pass=$((pass + 1)); echo "PASS $label (${secs}s)" ;;
+	77) skip=$((skip + 1)); echo "SKIP $label: $(tail -n 1 "$log")" ;;
+	124|137) fail=$((fail + 1)); failed+=("$label"); echo "FAIL $label (timed out after ${limit}s)" ;;
+	*) fail=$((fail + 1)); failed+=("$label"); echo "FAIL $label (exit $rc)"
+	   sed 's/^/    | /' "$log" | tail -n 25 ;;
+	esac
+}
+for n in "${tests[@]}"; do
+	case $n in
+	run_*|cli_run) for m in ${TEST_MODES:-sud rewrite}; do run_one "$n" "$m"; done ;;
+	*) run_one "$n" "" ;;
 	esac
 done
 echo "$pass passed, $fail failed, $skip skipped"

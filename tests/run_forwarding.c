@@ -39,5 +39,5 @@ int main(int argc, char **argv)
 	t_check(t_task_stat_field(me, 39) == T_DETACHED_CPU, "last CPU %lld", t_task_stat_field(me, 39));
 	/* Waiting for the proxy happens in user space: no sleep in the kernel. */
 	t_check(s1 - s0 <= 2, "the detached thread slept in the kernel %lld times", s1 - s0);
-	return t_done();
+	return t_detached_done();
 }

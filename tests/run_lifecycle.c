@@ -101,5 +101,5 @@ int main(int argc, char **argv)
 	t_check(t_find_proxy() > 0, "not detached");
 	t_check((sched_getscheduler(0) & ~SCHED_RESET_ON_FORK) == SCHED_FIFO, "detached thread is not SCHED_FIFO");
 	run_all(getenv("T_THROTTLING"));
-	return t_done();
+	return t_detached_done();
 }

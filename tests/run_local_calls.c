@@ -198,5 +198,5 @@ int main(int argc, char **argv)
 	signal_self_row();
 	cputime_row();
 	pi_futex_row();
-	return t_done();
+	return t_detached_done();
 }

@@ -41,5 +41,5 @@ int main(int argc, char **argv)
 	printf("counter %ld (want %d)\n", counter, 9 * N);
 	t_check(counter == 9L * N, "counter %ld, want %d", counter, 9 * N);
 	t_check(on_detached_cpu == 0, "%d threads may run on the detached CPU", on_detached_cpu);
-	return t_done();
+	return t_detached_done();
 }

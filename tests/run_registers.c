@@ -156,5 +156,5 @@ int main(int argc, char **argv)
 		const long mask_args[6] = { SIG_BLOCK, 0, 0, 8, -1, -1 };
 		one("rt_sigprocmask, local", SYS_rt_sigprocmask, l, mask_args);
 	}
-	return t_done();
+	return t_detached_done();
 }

@@ -105,5 +105,5 @@ int main(int argc, char **argv)
 	one(false);
 	one(true);
 	many();
-	return t_done();
+	return t_detached_done();
 }

@@ -148,4 +148,51 @@ static inline pid_t t_main_tid(void)
 	return (pid_t)getpid();
 }
 
+/* The end of a test that ran detached: in rewrite mode (DETACH_MODE, set
+ * by the runner's second pass) the runtime must really have rewritten:
+ * sites > 0, and no more traps than sites but at sites it refused.  A
+ * runtime that fell back to sud silently fails here. */
+static inline int t_detached_done(void)
+{
+	const char *mode = getenv("DETACH_MODE"), *bin = getenv("DETACH_BIN");
+	char cmd[512], line[4096];
+	long long sites = -1, refused = 0, traps = -1, trefused = 0;
+	bool is_rewrite = false;
+	FILE *f;
+
+	if (!mode || strcmp(mode, "rewrite") || !bin)
+		return t_done();
+	snprintf(cmd, sizeof(cmd), "%s ps --json", bin);
+	f = popen(cmd, "r");
+	char pidpat[32];
+	snprintf(pidpat, sizeof(pidpat), "\"pid\": %d,", getpid());
+	bool mine = false;
+	while (f && fgets(line, sizeof(line), f)) {
+		char *p;
+		if (strstr(line, "\"pid\": "))
+			mine = strstr(line, pidpat) != NULL;
+		if (!mine)
+			continue;
+		if (strstr(line, "\"mode\": \"rewrite\""))
+			is_rewrite = true;
+		if ((p = strstr(line, "\"sites_rewritten\": ")))
+			sites = atoll(p + 19);
+		if ((p = strstr(line, "\"sites_refused\": ")))
+			refused = atoll(p + 17);
+		if ((p = strstr(line, "\"traps\": ")))
+			traps = atoll(p + 9);
+		if ((p = strstr(line, "\"traps_refused\": ")))
+			trefused = atoll(p + 17);
+	}
+	if (f)
+		pclose(f);
+	printf("rewrite mode: %lld sites rewritten, %lld refused, %lld traps (%lld at refused sites)\n",
+	       sites, refused, traps, trefused);
+	t_check(is_rewrite, "not in rewrite mode");
+	t_check(sites > 0, "no site rewritten");
+	t_check(traps >= 0 && traps - trefused <= sites + refused, "%lld traps for %lld sites", traps - trefused,
+		sites + refused);
+	return t_done();
+}
+
 #endif

@@ -123,6 +123,10 @@ static int ps_main(int argc, char **argv)
 				json_uint(&j, "local", s->local);
 				json_uint(&j, "emulated", s->emulated);
 				json_uint(&j, "traps", s->traps);
+				json_uint(&j, "retraps", s->retraps);
+				json_uint(&j, "sites_rewritten", s->sites_rewritten);
+				json_uint(&j, "sites_refused", s->sites_refused);
+				json_uint(&j, "traps_refused", s->traps_refused);
 				json_str(&j, "command", r->comm);
 				json_object_end(&j);
 			} else {

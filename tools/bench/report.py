@@ -213,6 +213,19 @@ def summary(doc):
             top = sorted(oth.items(), key=lambda kv: -kv[1])[:4]
             rows.append(f"| {c['load']} | {c['program']} | {c['config']} | {c['rep']} | "
                         + ", ".join(f"{k} ({100 * v / n:.0f}%)" for k, v in top) + " |")
+    KERNEL = ("kworker/", "ksoftirqd/", "rcu_", "migration/", "kdamond", "cpuhp/", "idle_inject/")
+    foreign = []
+    for c in doc["cells"]:
+        oth = dict(c.get("others_runnable_on_cpu") or {})
+        oth.pop("_samples", None)
+        names = sorted(k for k in oth if not k.startswith(KERNEL))
+        if c.get("in_partition") and names:
+            foreign.append(f"{c['load']} {c['program']} {c['config']} rep {c['rep']} ({', '.join(names[:3])})")
+    if foreign:
+        w(f"**Contaminated: in {len(foreign)} partition cell(s) other user programs were runnable "
+          "on the isolated CPU** (other programs joining the partition, e.g. concurrent "
+          "`detach run` tests): those cells measure that interference, not the configuration. "
+          + "; ".join(foreign[:8]) + ("; ..." if len(foreign) > 8 else "") + "\n")
     if rows:
         w("Other threads seen runnable on the measured CPU during a cell (sampled every "
           "0.25 s; percent of samples), most frequent first:\n")
@@ -318,7 +331,8 @@ def make_plots(doc, outdir):
             ax.set_ylabel("fraction of samples >= x (1 - CDF)")
             ax.set_title(f"{prog}, {load} load")
             ax.grid(True, which="major", lw=0.3)
-            ax.legend(fontsize=7)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=7)
         fig.tight_layout()
         if any_data:
             fig.savefig(os.path.join(pd, f"cdf-{load}.png"))

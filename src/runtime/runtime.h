@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/time.h>
+#include <time.h>
 #include <ucontext.h>
 
 #include "lib/util.h"
@@ -163,6 +165,15 @@ void intercept_set_restart(bool restart) DT_HIDDEN;
 /* syscalls.c: one call of a detached thread; uc is its signal context. */
 long dt_dispatch(struct dt_thread *t, long nr, long a[6], ucontext_t *uc) DT_HIDDEN;
 const char *syscall_rule_why(long nr) DT_HIDDEN;
+
+/* clock.c: timed waits served in user space */
+bool timed_wait_clock_ok(clockid_t clk) DT_HIDDEN;
+long timed_wait_until(struct dt_thread *t, clockid_t clk, uint64_t deadline_ns) DT_HIDDEN;
+long timed_sleep(struct dt_thread *t, clockid_t clk, int flags, const struct timespec *req,
+		 struct timespec *rem) DT_HIDDEN;
+long timed_poll(struct dt_thread *t, long timeout_ms) DT_HIDDEN;
+long timed_select(struct dt_thread *t, struct timeval *tv) DT_HIDDEN;
+long timed_ppoll(struct dt_thread *t, struct timespec *ts) DT_HIDDEN;
 
 /* rewrite.c */
 int rewrite_init(void) DT_HIDDEN;

@@ -51,6 +51,7 @@ static long do_sigprocmask(struct dt_thread *, long, long *, ucontext_t *);
 static long do_sigsuspend(struct dt_thread *, long, long *, ucontext_t *);
 static long do_sigaltstack(struct dt_thread *, long, long *, ucontext_t *);
 static long do_masked_wait(struct dt_thread *, long, long *, ucontext_t *);
+static long do_sleep(struct dt_thread *, long, long *, ucontext_t *);
 static long do_kill(struct dt_thread *, long, long *, ucontext_t *);
 static long do_thread_signal(struct dt_thread *, long, long *, ucontext_t *);
 static long do_getrusage(struct dt_thread *, long, long *, ucontext_t *);
@@ -101,8 +102,13 @@ static const struct rule rules[DT_NR_SYSCALLS] = {
 	[SYS_tkill]           = R_FN(do_thread_signal, "raise() and abort() rely on synchronous delivery"),
 	[SYS_rt_tgsigqueueinfo] = R_FN(do_thread_signal, "a signal to ourselves is delivered at once"),
 	[SYS_rt_sigqueueinfo] = R_FN(do_kill, "a signal to ourselves is delivered at once"),
-	[SYS_ppoll]           = R_FN(do_masked_wait, "the mask argument is for the calling thread"),
-	[SYS_pselect6]        = R_FN(do_masked_wait, "the mask argument is for the calling thread"),
+	[SYS_ppoll]           = R_FN(do_masked_wait, "the mask is the calling thread's; no fds: a sleep"),
+	[SYS_pselect6]        = R_FN(do_masked_wait, "the mask is the calling thread's; no fds: a sleep"),
+	/* timed waits: in user space against the TSC, no Linux timer (clock.c) */
+	[SYS_clock_nanosleep] = R_FN(do_sleep, "served in user space: no Linux timer"),
+	[SYS_nanosleep]       = R_FN(do_sleep, "served in user space: no Linux timer"),
+	[SYS_select]          = R_FN(do_sleep, "no fds: a sleep, served in user space"),
+	[SYS_poll]            = R_FN(do_sleep, "no fds: a sleep, served in user space"),
 	[SYS_epoll_pwait]     = R_FN(do_masked_wait, "the mask argument is for the calling thread"),
 	[SYS_epoll_pwait2]    = R_FN(do_masked_wait, "the mask argument is for the calling thread"),
 	/* PI futexes: the kernel checks the owner tid in the futex word */
@@ -513,9 +519,38 @@ static long do_sigsuspend(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	return local_call(t, nr, b);
 }
 
+/* Pure sleeps: served by clock.c; anything with descriptors is forwarded. */
+static long do_sleep(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	(void)uc;
+	switch (nr) {
+	case SYS_clock_nanosleep:
+		if (!timed_wait_clock_ok((clockid_t)a[0]))
+			return forward(t, nr, a);
+		count(t, nr, &t->stats->emulated);
+		return timed_sleep(t, (clockid_t)a[0], (int)a[1], (const struct timespec *)a[2],
+				   (struct timespec *)a[3]);
+	case SYS_nanosleep:
+		count(t, nr, &t->stats->emulated);
+		return timed_sleep(t, CLOCK_MONOTONIC, 0, (const struct timespec *)a[0], (struct timespec *)a[1]);
+	case SYS_select:
+		if (a[0] != 0 && (a[1] || a[2] || a[3]))
+			return forward(t, nr, a);
+		count(t, nr, &t->stats->emulated);
+		return timed_select(t, (struct timeval *)a[4]);
+	case SYS_poll:
+		if (a[1] != 0)
+			return forward(t, nr, a);
+		count(t, nr, &t->stats->emulated);
+		return timed_poll(t, (int)a[2]);
+	}
+	return forward(t, nr, a);
+}
+
 /* ppoll, pselect6, epoll_pwait(2): the mask is the detached thread's for the
  * length of the wait; the proxy keeps its own (all blocked) and the wait is
- * interrupted the usual way when a handler runs here. */
+ * interrupted the usual way when a handler runs here.  ppoll and pselect6
+ * without descriptors are sleeps, served here like nanosleep. */
 static long do_masked_wait(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
 	struct { const uint64_t *ss; size_t len; } psel, *pa = NULL;
@@ -530,6 +565,19 @@ static long do_masked_wait(struct dt_thread *t, long nr, long *a, ucontext_t *uc
 	} else {
 		int i = nr == SYS_ppoll ? 3 : 4;
 		mask = a[i + 1] == 8 ? (const uint64_t *)a[i] : NULL;
+	}
+	bool sleep = (nr == SYS_ppoll && a[1] == 0) || (nr == SYS_pselect6 && (a[0] == 0 || !(a[1] || a[2] || a[3])));
+
+	if (sleep) {
+		count(t, nr, &t->stats->emulated);
+		if (mask) {
+			m = *mask & ~SIGSYS_BIT;
+			sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &m, &old, 8);
+		}
+		ret = timed_ppoll(t, (struct timespec *)(nr == SYS_ppoll ? a[2] : a[4]));
+		if (mask)
+			sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, 8);
+		return ret;
 	}
 	if (!mask || t->depth > 0)
 		return forward(t, nr, a);

@@ -1,0 +1,143 @@
+/* Timed waits of a detached thread, in user space (the paper's L4 absolute
+ * timeouts): clock_nanosleep, nanosleep, and select/poll/ppoll/pselect6
+ * with no descriptors.  No Linux timer is armed and the thread never sleeps
+ * in the kernel.
+ *
+ * The wait spins on the TSC toward a target computed from the clock the
+ * call names, and ends only when that clock itself (read through the vDSO,
+ * which needs no kernel entry with a TSC clocksource) says the deadline has
+ * passed: so it never ends early, follows the clock's own steering (NTP),
+ * and honours a jump of CLOCK_REALTIME within CHECK_NS, as Linux does for
+ * an absolute CLOCK_REALTIME wait.  A signal handler that runs during the
+ * wait (rt_sigreturn finds its frame inside the detach_wait section, see
+ * syscalls.c) ends it with EINTR, as nanosleep and poll always do. */
+#include "runtime/runtime.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sys/select.h>
+#include <sys/syscall.h>
+#include <time.h>
+
+#define CHECK_NS 20000          /* re-read the clock at least this often */
+
+static inline uint64_t ts_ns(const struct timespec *ts)
+{
+	return (uint64_t)ts->tv_sec * 1000000000ull + (uint64_t)ts->tv_nsec;
+}
+
+/* The clock, through the vDSO. */
+static uint64_t clock_ns(clockid_t clk)
+{
+	struct timespec ts;
+
+	clock_gettime(clk, &ts);
+	return ts_ns(&ts);
+}
+
+bool timed_wait_clock_ok(clockid_t clk)
+{
+	return clk == CLOCK_MONOTONIC || clk == CLOCK_REALTIME || clk == CLOCK_BOOTTIME;
+}
+
+/* Until clk reads deadline_ns or later: 0; -EINTR if a handler ran. */
+__attribute__((noinline, section("detach_wait")))
+long timed_wait_until(struct dt_thread *t, clockid_t clk, uint64_t deadline_ns)
+{
+	uint64_t hz = dt_cfg.tsc.hz, check = ns_to_tsc_cycles(&dt_cfg.tsc, CHECK_NS);
+	uint64_t now = clock_ns(clk), c = rdtsc(), target, next;
+
+	for (;;) {
+		if (now >= deadline_ns)
+			return 0;
+		/* cycles to go, capped so that the product cannot overflow */
+		uint64_t left = deadline_ns - now;
+		target = c + (left > 1000000000000ull ? 1000000000000ull : left) * hz / 1000000000ull;
+		next = c + check;
+		do {
+			if (t && t->intr_signo) {
+				t->intr_signo = 0;
+				return -EINTR;
+			}
+			cpu_relax();
+			c = rdtsc();
+		} while (c < target && c < next);
+		now = clock_ns(clk);
+	}
+}
+
+static long checked_ns(const struct timespec *ts, uint64_t *ns)
+{
+	if (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000l)
+		return -EINVAL;
+	*ns = ts_ns(ts);
+	return 0;
+}
+
+/* clock_nanosleep(clk, flags, req, rem); nanosleep(req, rem) is
+ * clock_nanosleep(CLOCK_MONOTONIC, 0, req, rem). */
+long timed_sleep(struct dt_thread *t, clockid_t clk, int flags, const struct timespec *req,
+		 struct timespec *rem)
+{
+	uint64_t ns, start = clock_ns(clk), deadline;
+	long r;
+
+	if ((r = checked_ns(req, &ns)))
+		return r;
+	deadline = (flags & TIMER_ABSTIME) ? ns : start + ns;
+	r = timed_wait_until(t, clk, deadline);
+	if (r == -EINTR && !(flags & TIMER_ABSTIME) && rem) {
+		uint64_t now = clock_ns(clk), left = now < deadline ? deadline - now : 0;
+		rem->tv_sec = (time_t)(left / 1000000000ull);
+		rem->tv_nsec = (long)(left % 1000000000ull);
+	}
+	return r;
+}
+
+/* poll/select with nothing to wait for: a sleep of timeout (NULL or < 0:
+ * until a signal), on CLOCK_MONOTONIC; 0 when it runs out.  select writes
+ * back the time left, as Linux's does. */
+long timed_poll(struct dt_thread *t, long timeout_ms)
+{
+	if (timeout_ms < 0)
+		return timed_wait_until(t, CLOCK_MONOTONIC, UINT64_MAX);
+	return timed_wait_until(t, CLOCK_MONOTONIC, clock_ns(CLOCK_MONOTONIC) + (uint64_t)timeout_ms * 1000000ull);
+}
+
+long timed_select(struct dt_thread *t, struct timeval *tv)
+{
+	uint64_t deadline, now;
+	long r;
+
+	if (!tv)
+		return timed_wait_until(t, CLOCK_MONOTONIC, UINT64_MAX);
+	if (tv->tv_sec < 0 || tv->tv_usec < 0)
+		return -EINVAL;
+	deadline = clock_ns(CLOCK_MONOTONIC) + (uint64_t)tv->tv_sec * 1000000000ull + (uint64_t)tv->tv_usec * 1000ull;
+	r = timed_wait_until(t, CLOCK_MONOTONIC, deadline);
+	now = clock_ns(CLOCK_MONOTONIC);
+	uint64_t left = now < deadline ? deadline - now : 0;
+	tv->tv_sec = (time_t)(left / 1000000000ull);
+	tv->tv_usec = (suseconds_t)(left % 1000000000ull / 1000);
+	return r;
+}
+
+/* ppoll and pselect6 take a timespec and, like the kernel's, write back
+ * the time left. */
+long timed_ppoll(struct dt_thread *t, struct timespec *ts)
+{
+	uint64_t ns, deadline, now;
+	long r;
+
+	if (!ts)
+		return timed_wait_until(t, CLOCK_MONOTONIC, UINT64_MAX);
+	if ((r = checked_ns(ts, &ns)))
+		return r;
+	deadline = clock_ns(CLOCK_MONOTONIC) + ns;
+	r = timed_wait_until(t, CLOCK_MONOTONIC, deadline);
+	now = clock_ns(CLOCK_MONOTONIC);
+	ns = now < deadline ? deadline - now : 0;
+	ts->tv_sec = (time_t)(ns / 1000000000ull);
+	ts->tv_nsec = (long)(ns % 1000000000ull);
+	return r;
+}

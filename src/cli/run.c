@@ -36,8 +36,9 @@ static int usage(int status)
 	fprintf(f,
 "usage: detach run [OPTIONS] -- CMD [ARGS...]\n"
 "\n"
-"Runs CMD with its first thread detached: pinned alone on a CPU, every system\n"
-"call carried out by a proxy thread on the housekeeping CPUs.\n"
+"Runs CMD with its first thread (or those --select chooses) detached: pinned\n"
+"alone on a CPU, every system call carried out by a proxy thread on the\n"
+"housekeeping CPUs, timed waits served in user space against the TSC.\n"
 "\n"
 "  -c, --cpu LIST          CPUs for detached threads (default: the first CPU of\n"
 "                          the `detach isolate` partition, else the last CPU of\n"
@@ -56,6 +57,11 @@ static int usage(int status)
 "      --proxy WAIT        spin: proxies poll continuously; adaptive: spin ~100 us\n"
 "                          after each call, then poll with short sleeps (default:\n"
 "                          spin with 2 or more housekeeping CPUs, else adaptive)\n"
+"  -s, --select RULES      which threads are detached, a comma list (default:\n"
+"                          first): first (the program's first thread), order:N\n"
+"                          (the N-th thread it creates), name:GLOB (a thread that\n"
+"                          names itself so), pinned (a thread pinned to exactly\n"
+"                          one CPU of -c); each chosen thread takes a CPU of -c\n"
 "  -v, --verbose           the runtime reports what it sets up\n"
 "  -h, --help              this text\n"
 "\n"
@@ -119,6 +125,34 @@ bad:
 	cli_err("bad policy '%s'", arg);
 	cli_note("use o, f:PRIO or r:PRIO with PRIO from 1 to 99");
 	return -1;
+}
+
+/* --select first,order:N,name:GLOB,pinned */
+static int check_select(const char *arg)
+{
+	const char *p = arg;
+
+	while (*p) {
+		size_t n = strcspn(p, ",");
+		bool ok = (n == 5 && !strncmp(p, "first", 5)) || (n == 6 && !strncmp(p, "pinned", 6)) ||
+			  (n > 5 && !strncmp(p, "name:", 5) && n - 5 < 16);
+		if (n > 6 && !strncmp(p, "order:", 6)) {
+			char *end;
+			long v = strtol(p + 6, &end, 10);
+			ok = v >= 1 && end == p + n;
+		}
+		if (!ok) {
+			cli_err("bad thread rule '%.*s' in --select %s", (int)n, p, arg);
+			cli_note("rules: first, order:N (N >= 1), name:GLOB (up to 15 characters), pinned");
+			return -1;
+		}
+		p += n + (p[n] == ',');
+	}
+	if (!*arg) {
+		cli_err("--select needs at least one rule");
+		return -1;
+	}
+	return 0;
 }
 
 /* out = a without the CPUs of b */
@@ -257,12 +291,13 @@ static int run_main(int argc, char **argv)
 		{ "stats", required_argument, NULL, 'S' },
 		{ "mode", required_argument, NULL, 'm' },
 		{ "proxy", required_argument, NULL, 'p' },
+		{ "select", required_argument, NULL, 's' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct run_opts o = { .policy = "o", .mlock = true, .mode = "auto" };
-	const char *cpu_arg = NULL, *hk_arg = NULL;
+	const char *cpu_arg = NULL, *hk_arg = NULL, *select = "first";
 	cpu_set_t allowed;
 	char cmdpath[PATH_MAX], lib[PATH_MAX], buf[1024];
 	int c, rc;
@@ -280,7 +315,7 @@ static int run_main(int argc, char **argv)
 	CPU_OR(&allowed, &own, have_part ? &part.cpus : &own);
 	optind = 1;
 	/* '+': stop at the first non-option, the command. */
-	while ((c = getopt_long(argc, argv, "+c:H:P:vh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+c:H:P:s:vh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'c': cpu_arg = optarg; break;
 		case 'H': hk_arg = optarg; break;
@@ -305,6 +340,11 @@ static int run_main(int argc, char **argv)
 				return EXIT_USAGE;
 			}
 			o.proxy = optarg;
+			break;
+		case 's':
+			if (check_select(optarg))
+				return EXIT_USAGE;
+			select = optarg;
 			break;
 		case 'v': o.verbose = true; break;
 		case 'h': return usage(0);
@@ -434,6 +474,7 @@ static int run_main(int argc, char **argv)
 		setenv(ENV_HOME_CPUSET, buf, 1);
 	else
 		unsetenv(ENV_HOME_CPUSET);
+	setenv(ENV_SELECT, select, 1);
 	if (o.verbose)
 		setenv(ENV_VERBOSE, "1", 1);
 	else

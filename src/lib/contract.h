@@ -16,11 +16,13 @@
 #define ENV_PRELOAD_WAS  "DETACH_PRELOAD_WAS"  /* the program's own LD_PRELOAD, if any */
 #define ENV_VERBOSE      "DETACH_VERBOSE"      /* 1: runtime reports what it does */
 #define ENV_HOME_CPUSET  "DETACH_HOME_CPUSET"  /* the cpuset `detach run` ran in (/proc/self/cpuset) */
+#define ENV_SELECT       "DETACH_SELECT"       /* which threads: first,order:N,name:GLOB,pinned */
 
 /* Every variable above, for scrubbing and re-injection. */
 #define CONTRACT_VARS { ENV_PID, ENV_CPUS, ENV_HOUSEKEEPING, ENV_POLICY, ENV_MLOCK, \
-			ENV_STATS, ENV_MODE, ENV_PROXY, ENV_PRELOAD_WAS, ENV_VERBOSE, ENV_HOME_CPUSET }
-#define CONTRACT_NVARS 11
+			ENV_STATS, ENV_MODE, ENV_PROXY, ENV_PRELOAD_WAS, ENV_VERBOSE, ENV_HOME_CPUSET, \
+			ENV_SELECT }
+#define CONTRACT_NVARS 12
 
 /* Where running detached processes publish their live statistics
  * (`detach ps` reads them): REGISTRY_DIR/<pid>. */

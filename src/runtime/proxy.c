@@ -106,10 +106,13 @@ long proxy_forward(struct dt_thread *t, long nr, const long a[6])
 	return r;
 }
 
+/* The thread exits or attaches again: its kernel figures first, then the
+ * proxy goes. */
 void proxy_stop(struct dt_thread *t)
 {
 	long none[6] = { 0 };
 
+	proxy_forward(t, DT_CMD_COUNTERS, none);
 	proxy_forward(t, DT_CMD_QUIT, none);
 }
 
@@ -179,8 +182,8 @@ static void *proxy_main(void *arg)
 
 	/* Born where its creator runs (the detached CPU, perhaps inside the
 	 * partition): first of all, off to the housekeeping CPUs. */
-	dt_child_placement();
 	dt_is_proxy = true;
+	dt_child_placement();
 	proxy_of = t;
 	sigfillset(&mask);
 	sigdelset(&mask, SIGSYS);
@@ -199,9 +202,14 @@ static void *proxy_main(void *arg)
 			publish(&mb->done_seq, seq);
 			break;
 		}
-		if (nr == DT_CMD_STATS)
+		if (nr == DT_CMD_STATS) {
 			stats_finish();
-		else
+		} else if (nr == DT_CMD_COUNTERS) {
+			/* the detached thread is about to exit or attach: its figures */
+			kernel_counters_read(t->tid, &t->stats->at_exit);
+			t->stats->ended = 1;
+		}
+		else if (nr >= 0)
 			r = sys_proxy_call(nr, mb->args[0], mb->args[1], mb->args[2], mb->args[3],
 					   mb->args[4], mb->args[5], &mb->intr);
 		mb->ret = r;

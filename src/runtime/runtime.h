@@ -48,7 +48,7 @@ extern const char __start_detach_allow[], __stop_detach_allow[] DT_HIDDEN;
 /* ---- the mailbox between a detached thread and its proxy ----------------
  * Request and reply sit on separate cache lines: each line has one writer,
  * so the only traffic is the hand-over itself. */
-enum { DT_CMD_QUIT = -1, DT_CMD_STATS = -2 };
+enum { DT_CMD_QUIT = -1, DT_CMD_STATS = -2, DT_CMD_COUNTERS = -3 };
 enum { INTR_NONE = 0, INTR_EINTR = 1, INTR_RESTART = 2 };
 
 struct mailbox {
@@ -74,7 +74,7 @@ struct dt_thread_stats {
 	volatile int32_t tid;           /* 0: slot free */
 	int32_t cpu;
 	int32_t proxy_tid;
-	int32_t pad;
+	volatile int32_t state;         /* 1 detached, 0 attached again (dt_attach) */
 	volatile uint64_t forwarded;    /* carried out by the proxy */
 	volatile uint64_t local;        /* run on the detached thread itself */
 	volatile uint64_t emulated;     /* answered without the kernel */
@@ -85,6 +85,8 @@ struct dt_thread_stats {
 	volatile uint64_t traps_refused; /* traps at those sites (rewrite mode) */
 	volatile uint64_t per_nr[DT_NR_SYSCALLS];
 	struct kernel_counters at_detach;   /* the kernel's figures when detached */
+	struct kernel_counters at_exit;     /* ... and when it exited or attached */
+	volatile int32_t ended;             /* at_exit is valid */
 };
 
 #define REGISTRY_MAGIC 0x31484354454400ull   /* "DETACH1" */
@@ -105,6 +107,12 @@ struct dt_thread {
 	 * it at a fixed offset), cleared by the parent when it resumes */
 	volatile uint8_t vfork_child;
 	bool need_trap;                 /* rewrite mode: this call needs the trap path */
+	/* Watched, not detached: a thread of a program whose threads are chosen
+	 * by rule (threads.c).  Its calls trap and run on itself, natively, but
+	 * for the few that may choose it. */
+	bool observed;
+	int pending_cpu;                /* >= 0: detach on this CPU at the next trap */
+	struct dt_thread_stats *scratch; /* an observed thread's counters */
 	pid_t tid;
 	int cpu;
 	int node;
@@ -136,6 +144,7 @@ struct dt_config {
 	/* The cpuset the program started in, when detached threads moved into
 	 * the `detach isolate` partition: threads and children they create go
 	 * back there ("0" written to it moves the writer). */
+	char select[256];               /* which threads are detached (threads.c) */
 	char home_cpuset[256];
 	char home_tasks[512];
 };
@@ -201,6 +210,14 @@ extern int dt_exit_code DT_HIDDEN;      /* exit_group's status; -1: not known */
 
 /* init.c */
 void dt_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2))) DT_HIDDEN;
+void dt_verbose(const char *fmt, ...) __attribute__((format(printf, 1, 2))) DT_HIDDEN;
+
+/* threads.c */
+void start_threads(void) DT_HIDDEN;
+struct dt_thread *detach_thread(struct dt_thread *t, int cpu) DT_HIDDEN;
+void observe_call(struct dt_thread *t, long nr, const long a[6]) DT_HIDDEN;
+struct dt_thread *thread_alloc(void) DT_HIDDEN;
+extern bool dt_observing DT_HIDDEN;
 void dt_fork_child(void) DT_HIDDEN;
 void dt_child_placement(void) DT_HIDDEN;
 void dt_vfork_parent_resumed(void) DT_HIDDEN;

@@ -112,8 +112,8 @@ static void write_thread(struct json *j, const struct dt_thread_stats *s)
 	 * a trap is two (the trap and its rt_sigreturn), a local call one */
 	json_uint(j, "kernel_entries", 2 * (s->traps + s->retraps) + s->local);
 	/* while detached: the kernel's figures now, less those at detach time */
-	struct kernel_counters k;
-	if (kernel_counters_read(s->tid, &k) == 0) {
+	struct kernel_counters k = s->at_exit;
+	if (s->ended || kernel_counters_read(s->tid, &k) == 0) {
 		json_uint(j, "minor_faults", k.minflt - s->at_detach.minflt);
 		json_uint(j, "major_faults", k.majflt - s->at_detach.majflt);
 		json_uint(j, "voluntary_ctxt_switches", k.vol_switches - s->at_detach.vol_switches);

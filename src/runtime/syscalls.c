@@ -174,8 +174,9 @@ static inline long local_call(struct dt_thread *t, long nr, const long a[6])
 static inline long forward(struct dt_thread *t, long nr, const long a[6])
 {
 	/* A call made by a signal handler while our proxy is busy with the call
-	 * that handler interrupted: the proxy cannot take it, this thread can. */
-	if (t->depth > 0)
+	 * that handler interrupted: the proxy cannot take it, this thread can.
+	 * A watched thread (threads.c) has no proxy: its calls are its own. */
+	if (t->depth > 0 || t->observed)
 		return local_call(t, nr, a);
 	count(t, nr, &t->stats->forwarded);
 	return proxy_forward(t, nr, a);
@@ -215,6 +216,13 @@ long dt_dispatch(struct dt_thread *t, long nr, long a[6], ucontext_t *uc)
 	const struct rule *r = (unsigned long)nr < DT_NR_SYSCALLS ? &rules[nr] : &rules[0];
 	long b[6];
 
+	if (t->observed) {
+		/* a watched thread: detached now if a rule chose it, else watched */
+		if (t->pending_cpu >= 0)
+			detach_thread(t, t->pending_cpu);
+		else
+			observe_call(t, nr, a);
+	}
 	if ((unsigned long)nr >= DT_NR_SYSCALLS)
 		return forward(t, nr, a);       /* the kernel will say ENOSYS */
 	switch (r->action) {
@@ -224,11 +232,13 @@ long dt_dispatch(struct dt_thread *t, long nr, long a[6], ucontext_t *uc)
 		long ret = local_call(t, nr, a);
 		/* The proxy follows; it may already have (glibc's SIGSETXID broadcast
 		 * reaches it too), so its answer is not the program's. */
-		if (ret >= 0 && t->depth == 0)
+		if (ret >= 0 && t->depth == 0 && !t->observed)
 			proxy_forward(t, nr, a);
 		return ret;
 	}
 	case EMULATE:
+		if (t->observed)
+			return local_call(t, nr, a);
 		count(t, nr, &t->stats->emulated);
 		return r->fn(t, nr, a, uc);
 	case SPECIAL:
@@ -254,7 +264,8 @@ long dt_dispatch(struct dt_thread *t, long nr, long a[6], ucontext_t *uc)
 static long do_exit(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
 	(void)uc;
-	proxy_stop(t);
+	if (!t->observed)
+		proxy_stop(t);
 	intercept_disarm(t);
 	return local_call(t, nr, a);
 }
@@ -265,8 +276,12 @@ static long do_exit_group(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 
 	(void)uc;
 	dt_exit_code = (int)a[0];
-	if (t->depth == 0)
+	if (t->observed) {
+		t->selector = 0;        /* libc may run here: let its calls through */
+		stats_finish();
+	} else if (t->depth == 0) {
 		proxy_forward(t, DT_CMD_STATS, none);
+	}
 	return local_call(t, nr, a);
 }
 
@@ -523,6 +538,8 @@ static long do_sigsuspend(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 static long do_sleep(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
 	(void)uc;
+	if (t->observed)
+		return forward(t, nr, a);
 	switch (nr) {
 	case SYS_clock_nanosleep:
 		if (!timed_wait_clock_ok((clockid_t)a[0]))
@@ -566,7 +583,8 @@ static long do_masked_wait(struct dt_thread *t, long nr, long *a, ucontext_t *uc
 		int i = nr == SYS_ppoll ? 3 : 4;
 		mask = a[i + 1] == 8 ? (const uint64_t *)a[i] : NULL;
 	}
-	bool sleep = (nr == SYS_ppoll && a[1] == 0) || (nr == SYS_pselect6 && (a[0] == 0 || !(a[1] || a[2] || a[3])));
+	bool sleep = !t->observed &&
+		     ((nr == SYS_ppoll && a[1] == 0) || (nr == SYS_pselect6 && (a[0] == 0 || !(a[1] || a[2] || a[3]))));
 
 	if (sleep) {
 		count(t, nr, &t->stats->emulated);
@@ -579,7 +597,7 @@ static long do_masked_wait(struct dt_thread *t, long nr, long *a, ucontext_t *uc
 			sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, 8);
 		return ret;
 	}
-	if (!mask || t->depth > 0)
+	if (!mask || t->depth > 0 || t->observed)
 		return forward(t, nr, a);
 	memcpy(b, a, sizeof(b));
 	if (nr == SYS_pselect6) {
@@ -680,7 +698,7 @@ static long do_prctl(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	case PR_SET_KEEPCAPS:
 	case PR_SET_SECUREBITS:
 		/* per-thread credentials: the proxy must follow */
-		if (ret >= 0 && t->depth == 0)
+		if (ret >= 0 && t->depth == 0 && !t->observed)
 			proxy_forward(t, nr, a);
 	}
 	return ret;

@@ -1,0 +1,410 @@
+/* Which threads are detached, and making a thread detached.
+ *
+ * By default the program's first thread, as in the paper.  `detach run
+ * --select RULES` (DETACH_SELECT) chooses others, for programs that measure
+ * or control in threads they create (cyclictest, oslat):
+ *   first       the first thread
+ *   order:N     the N-th thread the program creates (1 = the first created)
+ *   name:GLOB   a thread that names itself so (prctl PR_SET_NAME; * and ?)
+ *   pinned      a thread pinned to exactly one CPU of -c (sched_setaffinity
+ *               by itself, or by its creator, as pthread attributes do)
+ * With rules other than `first`, every thread is watched ("observed"): its
+ * system calls trap too, and run on the thread itself, except that clone
+ * passes the watch on to the new thread and the calls above may choose it.
+ * A chosen thread is detached at its next system call, on its own CPU with
+ * its own proxy.  dt_detach() and dt_attach() (api.c) do the same on demand.
+ */
+#include "runtime/runtime.h"
+#include "lib/partition.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static struct dt_thread threads[DT_MAX_THREADS];
+static struct dt_thread_stats scratch[DT_MAX_THREADS];
+static atomic_int nthreads;
+static atomic_int created;            /* threads the program created, in order */
+static volatile int cpu_lock;
+static cpu_set_t cpus_taken;
+bool dt_observing DT_HIDDEN;          /* rules other than `first` */
+
+struct dt_thread *thread_alloc(void)
+{
+	int i = atomic_fetch_add(&nthreads, 1);
+
+	if (i >= DT_MAX_THREADS)
+		dt_die("more than %d detached or watched threads", DT_MAX_THREADS);
+	threads[i].pending_cpu = -1;
+	threads[i].scratch = &scratch[i];
+	threads[i].stats = &scratch[i];
+	return &threads[i];
+}
+
+/* Claims a CPU of -c for a new detached thread: want if free (-1: the next
+ * free one).  -1 when none is left. */
+static int claim_cpu(int want)
+{
+	int got = -1;
+
+	while (__atomic_exchange_n(&cpu_lock, 1, __ATOMIC_ACQUIRE))
+		cpu_relax();
+	for (int i = 0; i < CPU_SETSIZE && got < 0; i++) {
+		if (!CPU_ISSET(i, &dt_cfg.cpus) || CPU_ISSET(i, &cpus_taken))
+			continue;
+		if (want < 0 || want == i)
+			got = i;
+	}
+	if (got >= 0)
+		CPU_SET(got, &cpus_taken);
+	__atomic_store_n(&cpu_lock, 0, __ATOMIC_RELEASE);
+	return got;
+}
+
+/* ---- placing a thread ---------------------------------------------------- */
+
+/* Touches the stack below us so that the detached thread takes no fault on
+ * its first deep call (mlockall's MCL_FUTURE covers later growth): up to
+ * 256 KiB, less on a thread whose stack is smaller (leaving 16 KiB). */
+__attribute__((noinline)) static void prefault_stack(void)
+{
+	size_t want = 256 * 1024, room = want;
+	pthread_attr_t attr;
+	void *lo;
+	size_t size;
+
+	if (!pthread_getattr_np(pthread_self(), &attr)) {
+		if (!pthread_attr_getstack(&attr, &lo, &size)) {
+			uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+			room = sp > (uintptr_t)lo + 32768 ? sp - (uintptr_t)lo - 32768 : 0;
+		}
+		pthread_attr_destroy(&attr);
+	}
+	size_t n = room < want ? room : want;
+	if (n < 4096)
+		return;
+	char area[n];
+	for (size_t i = 0; i < n; i += 4096)
+		((volatile char *)area)[i] = 0;
+	__asm__ volatile("" : : "r"(area) : "memory");
+}
+
+static void set_policy(pid_t tid)
+{
+	struct sched_param sp = { 0 };
+	int policy = SCHED_OTHER;
+
+	if (dt_cfg.policy[0] == 'f' || dt_cfg.policy[0] == 'r') {
+		policy = dt_cfg.policy[0] == 'f' ? SCHED_FIFO : SCHED_RR;
+		sp.sched_priority = atoi(dt_cfg.policy + 2);
+	}
+	/* SCHED_RESET_ON_FORK: children and new threads start as SCHED_OTHER,
+	 * never as a real-time task that would starve behind its parent. */
+	if (sched_setscheduler(tid, policy | SCHED_RESET_ON_FORK, &sp))
+		dt_die("cannot set policy %s on tid %d: %s", dt_cfg.policy, (int)tid, strerror(errno));
+}
+
+/* Into the `detach isolate` partition, when the CPU belongs to one: only
+ * then may the thread run there (the program starts among the
+ * housekeeping tasks).  Remembers where the program came from. */
+static void enter_partition(struct dt_thread *t)
+{
+	struct partition p;
+	const char *home;
+	int err;
+
+	if (partition_find(&p) || !CPU_ISSET(t->cpu, &p.cpus))
+		return;
+	home = dt_cfg.home_cpuset[0] ? dt_cfg.home_cpuset : "/";
+	snprintf(dt_cfg.home_tasks, sizeof(dt_cfg.home_tasks), "%s%s/%s", p.root,
+		 strcmp(home, "/") ? home : "", p.kind == CG_V2 ? "cgroup.threads" : "tasks");
+	if ((err = partition_add_thread(&p, t->tid)))
+		dt_die("cannot move tid %d into the partition %s: %s", (int)t->tid, p.dir, strerror(-err));
+	dt_verbose("tid %d joined the partition %s", (int)t->tid, p.dir);
+}
+
+static void place_and_lock(struct dt_thread *t)
+{
+	cpu_set_t one;
+
+	enter_partition(t);
+	CPU_ZERO(&one);
+	CPU_SET(t->cpu, &one);
+	if (sched_setaffinity(t->tid, sizeof(one), &one))
+		dt_die("cannot pin tid %d to CPU %d: %s", (int)t->tid, t->cpu, strerror(errno));
+	set_policy(t->tid);
+	if (dt_cfg.mlock) {
+		if (mlockall(MCL_CURRENT | MCL_FUTURE))
+			fprintf(stderr, "detach: warning: mlockall failed (%s): page faults on the "
+				"detached CPU remain possible and are counted\n", strerror(errno));
+		prefault_stack();
+	}
+}
+
+static int arm(struct dt_thread *t)
+{
+	int err = intercept_arm(t);
+
+	if (err == -EINVAL)
+		dt_die("Syscall User Dispatch is not available (prctl: %s); "
+		       "it needs Linux 5.11 or later built with CONFIG_GENERIC_ENTRY", strerror(-err));
+	if (err)
+		dt_die("cannot arm Syscall User Dispatch: %s", strerror(-err));
+	return 0;
+}
+
+/* Makes the calling thread a detached thread on cpu (claimed already), from
+ * a fresh struct (t NULL) or from a watched one.  Until the trap is armed
+ * at the end it may use libc; a watched thread, armed already, lets its
+ * own calls through meanwhile (selector ALLOW). */
+struct dt_thread *detach_thread(struct dt_thread *t, int cpu)
+{
+	unsigned node = 0;
+	int err;
+
+	if (!t)
+		t = thread_alloc();
+	/* Set-up runs libc: its calls must run natively, not trap (selector
+	 * ALLOW) nor enter the trampoline's detached path (dt_self NULL). */
+	t->selector = 0;                        /* SYSCALL_DISPATCH_FILTER_ALLOW */
+	dt_self = NULL;
+	t->observed = false;
+	t->pending_cpu = -1;
+	t->tid = (pid_t)syscall(SYS_gettid);
+	t->cpu = cpu;
+	t->stats = registry_slot(t->tid, cpu);
+	if (!t->stats)
+		dt_die("no statistics slot for tid %d", (int)t->tid);
+	place_and_lock(t);
+	if ((err = proxy_start(t)))
+		dt_die("cannot start a proxy thread: %s", strerror(-err));
+	syscall(SYS_getcpu, NULL, &node, NULL);
+	t->node = (int)node;
+	t->stats->proxy_tid = t->proxy_tid;
+	dt_verbose("tid %d detached on CPU %d (policy %s), proxy tid %d on CPUs %s (%s), mode %s",
+		   (int)t->tid, cpu, dt_cfg.policy, (int)t->proxy_tid,
+		   cpulist_format(&dt_cfg.housekeeping, (char[256]){ 0 }, 256),
+		   dt_cfg.proxy_wait == PROXY_SPIN ? "spin" : "adaptive", dt_cfg.mode);
+	dt_self = t;
+	kernel_counters_read(t->tid, &t->stats->at_detach);
+	t->stats->state = 1;
+	arm(t);                                 /* selector BLOCK from here */
+	return t;
+}
+
+/* A watched thread: armed, its calls run on itself (syscalls.c). */
+static void observe_thread(struct dt_thread *t)
+{
+	t->observed = true;
+	t->tid = (pid_t)sys_call0(SYS_gettid);
+	dt_self = t;
+	arm(t);
+}
+
+/* ---- the rules --------------------------------------------------------- */
+
+static bool glob_match(const char *g, const char *s)
+{
+	for (; *g; g++, s++) {
+		if (*g == '*') {
+			for (const char *r = s;; r++) {
+				if (glob_match(g + 1, r))
+					return true;
+				if (!*r)
+					return false;
+			}
+		}
+		if (!*s || (*g != '?' && *g != *s))
+			return false;
+	}
+	return !*s;
+}
+
+/* Does rule (e.g. "order:") appear in the list, and its argument? */
+static bool rule(const char *kind, char *arg, size_t len, int nth)
+{
+	size_t klen = strlen(kind);
+	const char *p = dt_cfg.select;
+
+	while (*p) {
+		size_t n = strcspn(p, ",");
+		if (n >= klen && !strncmp(p, kind, klen) && nth-- == 0) {
+			if (arg)
+				snprintf(arg, len, "%.*s", (int)(n - klen), p + klen);
+			return true;
+		}
+		p += n + (p[n] == ',');
+	}
+	return false;
+}
+
+static bool order_chosen(int n)
+{
+	char arg[16];
+
+	for (int i = 0; rule("order:", arg, sizeof(arg), i); i++)
+		if (atoi(arg) == n)
+			return true;
+	return false;
+}
+
+static bool name_chosen(const char *name)
+{
+	char arg[64];
+
+	for (int i = 0; rule("name:", arg, sizeof(arg), i); i++)
+		if (glob_match(arg, name))
+			return true;
+	return false;
+}
+
+static struct dt_thread *find_observed(pid_t tid)
+{
+	for (int i = 0; i < atomic_load(&nthreads) && i < DT_MAX_THREADS; i++)
+		if (threads[i].observed && threads[i].tid == tid)
+			return &threads[i];
+	return NULL;
+}
+
+/* Claims made by a creator for a thread that has not registered yet
+ * (pthread attributes pin the child from the parent, right after clone). */
+static struct { volatile pid_t tid; int cpu; } claims[DT_MAX_THREADS];
+
+static void claim_for(pid_t tid, int cpu)
+{
+	struct dt_thread *target = find_observed(tid);
+
+	if (target) {
+		target->pending_cpu = cpu;
+		return;
+	}
+	for (int i = 0; i < DT_MAX_THREADS; i++)
+		if (!claims[i].tid) {
+			claims[i].cpu = cpu;
+			__atomic_store_n(&claims[i].tid, tid, __ATOMIC_RELEASE);
+			return;
+		}
+}
+
+static int claimed_cpu(pid_t tid)
+{
+	for (int i = 0; i < DT_MAX_THREADS; i++)
+		if (__atomic_load_n(&claims[i].tid, __ATOMIC_ACQUIRE) == tid) {
+			claims[i].tid = 0;
+			return claims[i].cpu;
+		}
+	return -1;
+}
+
+/* A call of a watched thread, before it runs: may choose a thread.  A
+ * thread that chooses itself is detached here and now, so that the call
+ * itself (the pinning) already runs as a detached thread's. */
+void observe_call(struct dt_thread *t, long nr, const long a[6])
+{
+	int cpu;
+
+	if (nr == SYS_prctl && a[0] == PR_SET_NAME && a[1]) {
+		char name[16];
+		snprintf(name, sizeof(name), "%s", (const char *)a[1]);
+		if (name_chosen(name) && (cpu = claim_cpu(-1)) >= 0)
+			detach_thread(t, cpu);
+		return;
+	}
+	if (nr != SYS_sched_setaffinity || !rule("pinned", NULL, 0, 0) || !a[2] || (size_t)a[1] < 8)
+		return;
+	cpu_set_t one;
+	CPU_ZERO(&one);
+	memcpy(&one, (const void *)a[2], (size_t)a[1] < sizeof(one) ? (size_t)a[1] : sizeof(one));
+	int c = cpuset_nth(&one, 0);
+	pid_t tid = a[0] ? (pid_t)a[0] : t->tid;
+	if (CPU_COUNT(&one) != 1 || !CPU_ISSET(c, &dt_cfg.cpus))
+		return;
+	/* `pinned` chooses threads the program created, not its first thread
+	 * (cyclictest pins that one too, to the same CPU) */
+	if (tid == dt_cfg.pid)
+		return;
+	if ((cpu = claim_cpu(c)) < 0)
+		return;
+	if (tid == t->tid) {
+		detach_thread(t, cpu);
+		return;
+	}
+	/* pinned by its creator: into the partition first, or the creator's
+	 * call fails; the thread detaches itself at its next call */
+	struct partition p;
+	if (!partition_find(&p) && CPU_ISSET(cpu, &p.cpus))
+		partition_add_thread(&p, tid);
+	claim_for(tid, cpu);
+}
+
+/* ---- threads and children -------------------------------------------------- */
+
+void start_threads(void)
+{
+	struct dt_thread *t = thread_alloc();
+	int cpu;
+
+	dt_observing = strcmp(dt_cfg.select, "first") != 0;
+	if (rule("first", NULL, 0, 0)) {
+		cpu = claim_cpu(-1);
+		detach_thread(t, cpu);
+		return;
+	}
+	observe_thread(t);
+}
+
+/* A fork child of the detached thread: an ordinary process from here on.
+ * Runs inside the trap handler of the child, whose Syscall User Dispatch
+ * the kernel has already turned off. */
+void dt_fork_child(void)
+{
+	dt_self = NULL;
+	dt_cfg.active = false;
+	dt_child_placement();
+}
+
+/* The parent of a vfork child is running again: the child exec'd or left. */
+void dt_vfork_parent_resumed(void)
+{
+	if (dt_self)
+		dt_self->vfork_child = 0;
+}
+
+/* A thread or child process created by a detached or watched thread starts
+ * on its CPU, in its cpuset: it moves itself to the housekeeping CPUs
+ * before it runs any code of the program.  Raw calls only: this runs in the
+ * child of a clone, on a borrowed stack, before any libc state is its own.
+ * A new thread of a watched program is watched too, and may be chosen by
+ * its creation order. */
+void dt_child_placement(void)
+{
+	/* A child sharing our TLS (vfork, posix_spawn) sees the parent's dt_self:
+	 * it must not take itself for the detached thread (trampoline.S). */
+	if (dt_self)
+		dt_self->vfork_child = 1;
+	if (dt_cfg.home_tasks[0]) {
+		long fd = sys_call3(SYS_open, dt_cfg.home_tasks, O_WRONLY | O_CLOEXEC, 0);
+		if (fd >= 0) {
+			sys_call3(SYS_write, fd, "0", 1);
+			sys_call1(SYS_close, fd);
+		}
+	}
+	sys_call3(SYS_sched_setaffinity, 0, sizeof(dt_hk_mask), &dt_hk_mask);
+	if (!dt_self && dt_observing && dt_cfg.active && !dt_is_proxy) {
+		struct dt_thread *t = thread_alloc();
+		int n = atomic_fetch_add(&created, 1) + 1;
+		observe_thread(t);
+		if (order_chosen(n))
+			t->pending_cpu = claim_cpu(-1);
+		else
+			t->pending_cpu = claimed_cpu(t->tid);
+	}
+}

@@ -93,10 +93,12 @@ $(BUILD)/tests/%: tests/%.c $(LIBUTIL) $(wildcard tests/*.h)
 	$(call msg,CC,$<)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIBUTIL) $(LDLIBS)
-$(BUILD)/examples/%: examples/%.c $(LIBUTIL)
+# Examples use the public API only, linked against the runtime as a user's
+# program would be (found beside them through the rpath).
+$(BUILD)/examples/%: examples/%.c $(RT_SO) include/detach/detach.h
 	$(call msg,CC,$<)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIBUTIL) $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< -L$(BUILD) -ldetach -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
 
 # Installs what the tests and benchmarks need on a fresh Debian machine, once.
 deps:

@@ -124,14 +124,25 @@ __attribute__((constructor)) static void dt_init(void)
 	env_scrub();
 	if (!mine)
 		return;
-	dt_cfg.active = true;
+	if ((err = runtime_start()))
+		dt_die("cannot start: %s", strerror(-err));
+	start_threads();
+}
+
+/* Process-wide set-up, once: by the constructor, or by dt_detach() in a
+ * program that was not started by `detach run` (api.c). */
+int runtime_start(void)
+{
+	int err;
+
 	tsc_calibrate(&dt_cfg.tsc, 0);
 	choose_mode();
 	if ((err = intercept_install()))
 		dt_die("cannot install the SIGSYS handler: %s", strerror(-err));
 	if ((err = registry_open()))
 		dt_die("cannot publish statistics in %s: %s", REGISTRY_DIR, strerror(-err));
-	start_threads();
+	dt_cfg.active = true;
+	return 0;
 }
 
 /* exit() on a thread that is not detached: statistics out before the

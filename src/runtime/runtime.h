@@ -211,12 +211,15 @@ extern int dt_exit_code DT_HIDDEN;      /* exit_group's status; -1: not known */
 /* init.c */
 void dt_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2))) DT_HIDDEN;
 void dt_verbose(const char *fmt, ...) __attribute__((format(printf, 1, 2))) DT_HIDDEN;
+int runtime_start(void) DT_HIDDEN;
 
 /* threads.c */
 void start_threads(void) DT_HIDDEN;
 struct dt_thread *detach_thread(struct dt_thread *t, int cpu) DT_HIDDEN;
 void observe_call(struct dt_thread *t, long nr, const long a[6]) DT_HIDDEN;
 struct dt_thread *thread_alloc(void) DT_HIDDEN;
+int claim_cpu(int want) DT_HIDDEN;
+void attach_thread(struct dt_thread *t) DT_HIDDEN;
 extern bool dt_observing DT_HIDDEN;
 void dt_fork_child(void) DT_HIDDEN;
 void dt_child_placement(void) DT_HIDDEN;

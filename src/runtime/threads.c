@@ -37,6 +37,8 @@ static volatile int cpu_lock;
 static cpu_set_t cpus_taken;
 bool dt_observing DT_HIDDEN;          /* rules other than `first` */
 
+static void move_home(void);
+
 struct dt_thread *thread_alloc(void)
 {
 	int i = atomic_fetch_add(&nthreads, 1);
@@ -51,7 +53,7 @@ struct dt_thread *thread_alloc(void)
 
 /* Claims a CPU of -c for a new detached thread: want if free (-1: the next
  * free one).  -1 when none is left. */
-static int claim_cpu(int want)
+int claim_cpu(int want)
 {
 	int got = -1;
 
@@ -198,6 +200,23 @@ struct dt_thread *detach_thread(struct dt_thread *t, int cpu)
 	t->stats->state = 1;
 	arm(t);                                 /* selector BLOCK from here */
 	return t;
+}
+
+/* dt_attach(): the detached thread becomes ordinary again: its counters
+ * and its proxy go, the trap is disarmed, it returns to the housekeeping
+ * CPUs and cpuset, and its CPU is free for another. */
+void attach_thread(struct dt_thread *t)
+{
+	proxy_stop(t);
+	intercept_disarm(t);
+	t->stats->state = 0;
+	dt_self = NULL;
+	move_home();
+	while (__atomic_exchange_n(&cpu_lock, 1, __ATOMIC_ACQUIRE))
+		cpu_relax();
+	CPU_CLR(t->cpu, &cpus_taken);
+	__atomic_store_n(&cpu_lock, 0, __ATOMIC_RELEASE);
+	dt_verbose("tid %d attached again", (int)t->tid);
 }
 
 /* A watched thread: armed, its calls run on itself (syscalls.c). */
@@ -384,12 +403,8 @@ void dt_vfork_parent_resumed(void)
  * child of a clone, on a borrowed stack, before any libc state is its own.
  * A new thread of a watched program is watched too, and may be chosen by
  * its creation order. */
-void dt_child_placement(void)
+static void move_home(void)
 {
-	/* A child sharing our TLS (vfork, posix_spawn) sees the parent's dt_self:
-	 * it must not take itself for the detached thread (trampoline.S). */
-	if (dt_self)
-		dt_self->vfork_child = 1;
 	if (dt_cfg.home_tasks[0]) {
 		long fd = sys_call3(SYS_open, dt_cfg.home_tasks, O_WRONLY | O_CLOEXEC, 0);
 		if (fd >= 0) {
@@ -398,6 +413,15 @@ void dt_child_placement(void)
 		}
 	}
 	sys_call3(SYS_sched_setaffinity, 0, sizeof(dt_hk_mask), &dt_hk_mask);
+}
+
+void dt_child_placement(void)
+{
+	/* A child sharing our TLS (vfork, posix_spawn) sees the parent's dt_self:
+	 * it must not take itself for the detached thread (trampoline.S). */
+	if (dt_self)
+		dt_self->vfork_child = 1;
+	move_home();
 	if (!dt_self && dt_observing && dt_cfg.active && !dt_is_proxy) {
 		struct dt_thread *t = thread_alloc();
 		int n = atomic_fetch_add(&created, 1) + 1;

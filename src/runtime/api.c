@@ -1,0 +1,123 @@
+/* The public API (include/detach/detach.h). */
+#include "runtime/runtime.h"
+#include "detach/detach.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define DT_API __attribute__((visibility("default")))
+
+static volatile int setup_lock;
+
+/* Linked or loaded without `detach run`: the runtime sets itself up on the
+ * first dt_detach(). */
+static int setup_standalone(int cpu)
+{
+	cpu_set_t own;
+	const char *mode = getenv("DETACH_MODE");
+
+	if (sched_getaffinity(0, sizeof(own), &own))
+		return -errno;
+	if (cpu < 0 || cpu >= CPU_SETSIZE)
+		return -EINVAL;
+	dt_cfg.pid = getpid();
+	CPU_ZERO(&dt_cfg.cpus);
+	CPU_SET(cpu, &dt_cfg.cpus);
+	dt_cfg.housekeeping = own;
+	CPU_CLR(cpu, &dt_cfg.housekeeping);
+	if (!CPU_COUNT(&dt_cfg.housekeeping))
+		return -EINVAL;
+	dt_hk_mask = dt_cfg.housekeeping;
+	snprintf(dt_cfg.policy, sizeof(dt_cfg.policy), "o");
+	snprintf(dt_cfg.select, sizeof(dt_cfg.select), "first");
+	snprintf(dt_cfg.mode, sizeof(dt_cfg.mode), "%s", mode && *mode ? mode : "auto");
+	dt_cfg.mlock = true;
+	dt_cfg.proxy_wait = CPU_COUNT(&dt_cfg.housekeeping) >= 2 ? PROXY_SPIN : PROXY_ADAPTIVE;
+	return runtime_start();
+}
+
+DT_API int dt_detach(int cpu)
+{
+	int err = 0;
+
+	if (dt_self && !dt_self->observed)
+		return -EBUSY;
+	while (__atomic_exchange_n(&setup_lock, 1, __ATOMIC_ACQUIRE))
+		cpu_relax();
+	if (!dt_cfg.active)
+		err = setup_standalone(cpu);
+	__atomic_store_n(&setup_lock, 0, __ATOMIC_RELEASE);
+	if (err)
+		return err;
+	if (cpu >= 0 && !CPU_ISSET(cpu, &dt_cfg.cpus))
+		return -EINVAL;
+	cpu = claim_cpu(cpu);
+	if (cpu < 0)
+		return -EBUSY;
+	detach_thread(dt_self, cpu);   /* dt_self: a watched thread's struct, or NULL */
+	return 0;
+}
+
+DT_API int dt_attach(void)
+{
+	struct dt_thread *t = dt_self;
+
+	if (!t || t->observed)
+		return -EINVAL;
+	attach_thread(t);
+	return 0;
+}
+
+DT_API int dt_is_detached(void)
+{
+	return dt_self && !dt_self->observed && !dt_self->vfork_child;
+}
+
+DT_API uint64_t dt_cycles(void)
+{
+	return rdtsc();
+}
+
+static struct tsc_clock api_clock;
+
+static const struct tsc_clock *clock_ready(void)
+{
+	if (dt_cfg.tsc.hz)
+		return &dt_cfg.tsc;
+	if (!api_clock.hz)
+		tsc_calibrate(&api_clock, 0);
+	return &api_clock;
+}
+
+DT_API uint64_t dt_now_ns(void)
+{
+	return tsc_to_ns(clock_ready(), rdtsc());
+}
+
+DT_API int dt_wait_until(uint64_t ns)
+{
+	struct dt_thread *t = dt_self && !dt_self->observed ? dt_self : NULL;
+
+	clock_ready();
+	return (int)timed_wait_until(t, CLOCK_MONOTONIC, ns);
+}
+
+DT_API int dt_stats(struct dt_stats *s)
+{
+	struct dt_thread *t = dt_self;
+
+	if (!t || t->observed || !s)
+		return -EINVAL;
+	memset(s, 0, sizeof(*s));
+	s->tid = t->tid;
+	s->cpu = t->cpu;
+	s->forwarded = t->stats->forwarded;
+	s->local = t->stats->local;
+	s->emulated = t->stats->emulated;
+	s->traps = t->stats->traps;
+	s->sites_rewritten = t->stats->sites_rewritten;
+	return 0;
+}

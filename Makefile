@@ -95,6 +95,11 @@ $(BUILD)/tests/%: tests/%.c $(LIBUTIL) $(wildcard tests/*.h)
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIBUTIL) $(LDLIBS)
 # Examples use the public API only, linked against the runtime as a user's
 # program would be (found beside them through the rpath).
+# tests/api_*.c exercise the public API, linked like an example.
+$(BUILD)/tests/api_%: tests/api_%.c $(RT_SO) $(LIBUTIL) include/detach/detach.h $(wildcard tests/*.h)
+	$(call msg,CC,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIBUTIL) -L$(BUILD) -ldetach -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
 $(BUILD)/examples/%: examples/%.c $(RT_SO) include/detach/detach.h
 	$(call msg,CC,$<)
 	@mkdir -p $(dir $@)

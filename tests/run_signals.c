@@ -1,10 +1,13 @@
 /* Description: signals keep native semantics on a detached thread: a pipe
  * read forwarded to the proxy ends with EINTR without SA_RESTART and goes on
  * with it; a handler that itself writes while the read waits works (a trap
- * inside a trap); the proxy never runs the program's handlers. */
+ * inside a trap); a handler that siglongjmps out of a blocked read (the
+ * timeout idiom) leaves nothing behind; the proxy never runs the program's
+ * handlers. */
 #include "t_detach.h"
 
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <sys/time.h>
 #include <time.h>
@@ -92,6 +95,39 @@ static void many(void)
 	t_check(ticks > 0, "no SIGALRM handled");
 }
 
+/* The read-timeout idiom: alarm, and a handler that siglongjmps out of the
+ * blocked read.  The abandoned read must not swallow later data. */
+static sigjmp_buf jump;
+static void jump_out(int s) { (void)s; siglongjmp(jump, 1); }
+
+static void timeout_idiom(void)
+{
+	struct sigaction sa = { .sa_handler = jump_out };
+	struct itimerval it = { { 0, 0 }, { 0, 100000 } };
+	int timeouts = 0, p[2];
+	char buf[8];
+
+	if (pipe(p))
+		return;
+	sigaction(SIGALRM, &sa, NULL);
+	for (int i = 0; i < 3; i++) {
+		if (sigsetjmp(jump, 1) == 0) {
+			setitimer(ITIMER_REAL, &it, NULL);
+			if (read(p[0], buf, sizeof(buf)) >= 0)
+				break;
+		} else {
+			timeouts++;
+		}
+	}
+	ssize_t n = write(p[1], "abc", 3);
+	n = read(p[0], buf, sizeof(buf));
+	printf("read timeout by siglongjmp: %d timeouts, then read %zd\n", timeouts, n);
+	t_check(timeouts == 3, "%d timeouts of 3", timeouts);
+	t_check(n == 3 && !memcmp(buf, "abc", 3), "data after the timeouts: %zd", n);
+	close(p[0]);
+	close(p[1]);
+}
+
 int main(int argc, char **argv)
 {
 	t_reexec_detached(argc, argv, NULL);
@@ -105,5 +141,6 @@ int main(int argc, char **argv)
 	one(false);
 	one(true);
 	many();
+	timeout_idiom();
 	return t_detached_done();
 }

@@ -87,12 +87,40 @@ static long wait_reply(struct dt_thread *t, uint64_t seq)
 	return t->mb.ret;
 }
 
+/* A handler that siglongjmp'd out of our wait (the alarm-and-longjmp read
+ * timeout idiom) left the forwarded call behind: natively the signal would
+ * have interrupted it.  Interrupt it now, without restart, and wait until
+ * the proxy is free again. */
+void proxy_abandoned(struct dt_thread *t)
+{
+	struct ksigaction ka = { 0 };
+	siginfo_t si;
+
+	sys_call4(SYS_rt_sigaction, SIGSYS, NULL, &ka, 8);
+	intercept_set_restart(false);
+	t->mb.intr = INTR_EINTR;
+	t->mb.intr_sent++;
+	memset(&si, 0, sizeof(si));
+	si.si_signo = SIGSYS;
+	si.si_code = SI_QUEUE;
+	si.si_pid = dt_cfg.pid;
+	sys_call4(SYS_rt_tgsigqueueinfo, dt_cfg.pid, t->proxy_tid, SIGSYS, &si);
+	while (observe(&t->mb.done_seq) != t->mb.req_seq || t->mb.intr_ack != t->mb.intr_sent)
+		cpu_relax();
+	t->mb.intr = INTR_NONE;
+	t->intr_signo = 0;
+	t->depth = 0;
+}
+
 long proxy_forward(struct dt_thread *t, long nr, const long a[6])
 {
 	struct mailbox *mb = &t->mb;
 	uint64_t seq = mb->req_seq + 1;
 	long r;
 
+	/* where this wait's frame is: a later call from above it means the
+	 * wait was abandoned (forward(), syscalls.c) */
+	t->wait_frame = (uintptr_t)__builtin_frame_address(0);
 	t->depth++;
 	same_thread_barrier();
 	mb->nr = nr;

@@ -118,6 +118,7 @@ struct dt_thread {
 	int node;
 	pid_t proxy_tid;
 	volatile int depth;             /* forwarded calls in flight (signal nesting) */
+	uintptr_t wait_frame;           /* stack frame of the forwarded call in flight */
 	volatile int intr_signo;        /* a handler ran while we waited */
 	volatile uint8_t selector;      /* Syscall User Dispatch selector byte */
 	bool app_blocks_sigsys;         /* what the program believes of its mask */
@@ -194,6 +195,7 @@ extern bool dt_rewrite_on DT_HIDDEN;
 int proxy_start(struct dt_thread *t) DT_HIDDEN;
 long proxy_forward(struct dt_thread *t, long nr, const long a[6]) DT_HIDDEN;
 void proxy_stop(struct dt_thread *t) DT_HIDDEN;
+void proxy_abandoned(struct dt_thread *t) DT_HIDDEN;
 void proxy_interrupt_taken(ucontext_t *uc) DT_HIDDEN;
 extern __thread bool dt_is_proxy DT_HIDDEN;
 

@@ -176,6 +176,10 @@ static inline long forward(struct dt_thread *t, long nr, const long a[6])
 	/* A call made by a signal handler while our proxy is busy with the call
 	 * that handler interrupted: the proxy cannot take it, this thread can.
 	 * A watched thread (threads.c) has no proxy: its calls are its own. */
+	/* Below the waiting frame (stacks grow down) is a handler that runs on
+	 * top of the wait; above it, a handler that longjmp'd out of it. */
+	if (t->depth > 0 && (uintptr_t)__builtin_frame_address(0) > t->wait_frame)
+		proxy_abandoned(t);
 	if (t->depth > 0 || t->observed)
 		return local_call(t, nr, a);
 	count(t, nr, &t->stats->forwarded);

@@ -104,13 +104,14 @@ static void timeout_idiom(void)
 {
 	struct sigaction sa = { .sa_handler = jump_out };
 	struct itimerval it = { { 0, 0 }, { 0, 100000 } };
-	int timeouts = 0, p[2];
+	volatile int timeouts = 0;
+	int p[2];
 	char buf[8];
 
 	if (pipe(p))
 		return;
 	sigaction(SIGALRM, &sa, NULL);
-	for (int i = 0; i < 3; i++) {
+	for (volatile int i = 0; i < 3; i++) {
 		if (sigsetjmp(jump, 1) == 0) {
 			setitimer(ITIMER_REAL, &it, NULL);
 			if (read(p[0], buf, sizeof(buf)) >= 0)

@@ -49,20 +49,14 @@ static inline uint64_t observe(volatile uint64_t *seq)
 
 /* ---- detached thread side ----------------------------------------------- */
 
-/* A handler of the program ran on top of wait_reply: stop the proxy's call
- * the way the kernel would have stopped ours.  Runs on the signal path only
- * (the handler's rt_sigreturn, syscalls.c, recorded intr_signo), so its
- * kernel entries cost nothing in steady state. */
-static void interrupt_proxy(struct dt_thread *t)
+/* Interrupts the proxy's call as a signal would have interrupted ours:
+ * restart decides SA_RESTART for the proxy's kernel, which then ends the
+ * call with EINTR or restarts it as it would have for the detached thread.
+ * The signal path only: its kernel entries cost nothing in steady state. */
+static void send_interrupt(struct dt_thread *t, bool restart)
 {
-	struct ksigaction ka = { 0 };
 	siginfo_t si;
-	int signo = t->intr_signo;
-	bool restart;
 
-	t->intr_signo = 0;
-	sys_call4(SYS_rt_sigaction, signo, NULL, &ka, 8);
-	restart = ka.flags & SA_RESTART;
 	t->mb.intr = restart ? INTR_RESTART : INTR_EINTR;
 	intercept_set_restart(restart);
 	t->mb.intr_sent++;
@@ -71,6 +65,18 @@ static void interrupt_proxy(struct dt_thread *t)
 	si.si_code = SI_QUEUE;        /* < 0: allowed between our own threads */
 	si.si_pid = dt_cfg.pid;       /* how the proxy recognizes us */
 	sys_call4(SYS_rt_tgsigqueueinfo, dt_cfg.pid, t->proxy_tid, SIGSYS, &si);
+}
+
+/* A handler of the program ran on top of wait_reply (syscalls.c,
+ * do_sigreturn, recorded intr_signo): its SA_RESTART flag decides. */
+static void interrupt_proxy(struct dt_thread *t)
+{
+	struct ksigaction ka = { 0 };
+	int signo = t->intr_signo;
+
+	t->intr_signo = 0;
+	sys_call4(SYS_rt_sigaction, signo, NULL, &ka, 8);
+	send_interrupt(t, ka.flags & SA_RESTART);
 }
 
 /* The detached thread's wait for its proxy.  Its own section: the rip of a
@@ -93,18 +99,7 @@ static long wait_reply(struct dt_thread *t, uint64_t seq)
  * the proxy is free again. */
 void proxy_abandoned(struct dt_thread *t)
 {
-	struct ksigaction ka = { 0 };
-	siginfo_t si;
-
-	sys_call4(SYS_rt_sigaction, SIGSYS, NULL, &ka, 8);
-	intercept_set_restart(false);
-	t->mb.intr = INTR_EINTR;
-	t->mb.intr_sent++;
-	memset(&si, 0, sizeof(si));
-	si.si_signo = SIGSYS;
-	si.si_code = SI_QUEUE;
-	si.si_pid = dt_cfg.pid;
-	sys_call4(SYS_rt_tgsigqueueinfo, dt_cfg.pid, t->proxy_tid, SIGSYS, &si);
+	send_interrupt(t, false);
 	while (observe(&t->mb.done_seq) != t->mb.req_seq || t->mb.intr_ack != t->mb.intr_sent)
 		cpu_relax();
 	t->mb.intr = INTR_NONE;

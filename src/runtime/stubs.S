@@ -12,6 +12,18 @@
 /* offsetof(ucontext_t, uc_mcontext.gregs[REG_RAX]), checked in syscalls.c */
 #define UC_RAX 144
 
+/* From the C calling convention (nr, a1..a5 in rdi rsi rdx rcx r8 r9) to
+ * the syscall one (rax; rdi rsi rdx r10 r8); the sixth argument, where
+ * there is one, comes from the stack. */
+.macro C_TO_SYSCALL_ARGS
+	movq %rdi, %rax
+	movq %rsi, %rdi
+	movq %rdx, %rsi
+	movq %rcx, %rdx
+	movq %r8, %r10
+	movq %r9, %r8
+.endm
+
 	.section detach_allow,"ax",@progbits
 
 /* long sys_call6(long nr, long a1, long a2, long a3, long a4, long a5, long a6) */
@@ -19,12 +31,7 @@
 	.hidden sys_call6
 	.type sys_call6,@function
 sys_call6:
-	movq %rdi, %rax
-	movq %rsi, %rdi
-	movq %rdx, %rsi
-	movq %rcx, %rdx
-	movq %r8, %r10
-	movq %r9, %r8
+	C_TO_SYSCALL_ARGS
 	movq 8(%rsp), %r9
 	syscall
 	ret
@@ -76,12 +83,7 @@ sys_clone_resume:
 	pushq %r12
 	movq 24(%rsp), %rbx             /* child_uc  (7th argument) */
 	movq 32(%rsp), %r12             /* parent_uc (8th argument) */
-	movq %rdi, %rax
-	movq %rsi, %rdi
-	movq %rdx, %rsi
-	movq %rcx, %rdx
-	movq %r8, %r10
-	movq %r9, %r8
+	C_TO_SYSCALL_ARGS
 	syscall
 	testq %rax, %rax
 	jz 2f
@@ -129,12 +131,7 @@ sys_clone_resume:
 	.type sys_proxy_call,@function
 sys_proxy_call:
 	movq 16(%rsp), %r11             /* intr (r11 is dead until the syscall) */
-	movq %rdi, %rax
-	movq %rsi, %rdi
-	movq %rdx, %rsi
-	movq %rcx, %rdx
-	movq %r8, %r10
-	movq %r9, %r8
+	C_TO_SYSCALL_ARGS
 	movq 8(%rsp), %r9
 sys_proxy_call_check:
 	cmpb $1, (%r11)

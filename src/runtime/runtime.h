@@ -112,7 +112,7 @@ struct dt_thread {
 	 * for the few that may choose it. */
 	bool observed;
 	int pending_cpu;                /* >= 0: detach on this CPU at the next trap */
-	struct dt_thread_stats *scratch; /* an observed thread's counters */
+	struct dt_thread *next;         /* threads.c's list */
 	pid_t tid;
 	int cpu;
 	int node;
@@ -124,6 +124,7 @@ struct dt_thread {
 	bool app_blocks_sigsys;         /* what the program believes of its mask */
 	struct dt_thread_stats *stats;
 	char path[4096 + 64];           /* /proc/thread-self rewriting */
+	struct dt_thread_stats own_stats; /* counters until a registry slot is had */
 	/* vfork on the shared stack: the frame both child and parent resume from */
 	_Alignas(64) char frame[16384];
 };
@@ -220,6 +221,7 @@ void start_threads(void) DT_HIDDEN;
 struct dt_thread *detach_thread(struct dt_thread *t, int cpu) DT_HIDDEN;
 void observe_call(struct dt_thread *t, long nr, const long a[6]) DT_HIDDEN;
 struct dt_thread *thread_alloc(void) DT_HIDDEN;
+void thread_free(struct dt_thread *t) DT_HIDDEN;
 int claim_cpu(int want) DT_HIDDEN;
 void attach_thread(struct dt_thread *t) DT_HIDDEN;
 extern bool dt_observing DT_HIDDEN;

@@ -267,11 +267,16 @@ long dt_dispatch(struct dt_thread *t, long nr, long a[6], ucontext_t *uc)
 
 static long do_exit(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
+	long code = a[0];
+
 	(void)uc;
 	if (!t->observed)
 		proxy_stop(t);
 	intercept_disarm(t);
-	return local_call(t, nr, a);
+	count(t, nr, &t->stats->local);
+	dt_self = NULL;
+	thread_free(t);                 /* nothing of it is used from here */
+	return sys_call1(nr, code);
 }
 
 static long do_exit_group(struct dt_thread *t, long nr, long *a, ucontext_t *uc)

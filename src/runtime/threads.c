@@ -29,9 +29,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-static struct dt_thread threads[DT_MAX_THREADS];
-static struct dt_thread_stats scratch[DT_MAX_THREADS];
-static atomic_int nthreads;
+/* Every detached or watched thread's struct, mapped on demand (a program
+ * may create any number of threads), on a list for find_observed. */
+static struct dt_thread *all_threads;
+static volatile int list_lock;
 static atomic_int created;            /* threads the program created, in order */
 static volatile int cpu_lock;
 static cpu_set_t cpus_taken;
@@ -39,16 +40,45 @@ bool dt_observing DT_HIDDEN;          /* rules other than `first` */
 
 static void move_home(void);
 
+static void lock(volatile int *l)
+{
+	while (__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE))
+		cpu_relax();
+}
+
+static void unlock(volatile int *l)
+{
+	__atomic_store_n(l, 0, __ATOMIC_RELEASE);
+}
+
+/* Raw mmap: this runs in clone children before libc is theirs. */
 struct dt_thread *thread_alloc(void)
 {
-	int i = atomic_fetch_add(&nthreads, 1);
+	struct dt_thread *t = (struct dt_thread *)sys_call6(SYS_mmap, 0, sizeof(*t), PROT_READ | PROT_WRITE,
+							    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
-	if (i >= DT_MAX_THREADS)
-		dt_die("more than %d detached or watched threads", DT_MAX_THREADS);
-	threads[i].pending_cpu = -1;
-	threads[i].scratch = &scratch[i];
-	threads[i].stats = &scratch[i];
-	return &threads[i];
+	if ((long)t < 0 && (long)t > -4096)
+		dt_die("cannot map a thread's state: %s", strerror((int)-(long)t));
+	t->pending_cpu = -1;
+	t->stats = &t->own_stats;   /* until it is detached and gets a registry slot */
+	lock(&list_lock);
+	t->next = all_threads;
+	all_threads = t;
+	unlock(&list_lock);
+	return t;
+}
+
+/* The thread is leaving (its exit is the next thing it does). */
+void thread_free(struct dt_thread *t)
+{
+	lock(&list_lock);
+	for (struct dt_thread **p = &all_threads; *p; p = &(*p)->next)
+		if (*p == t) {
+			*p = t->next;
+			break;
+		}
+	unlock(&list_lock);
+	sys_call2(SYS_munmap, t, sizeof(*t));
 }
 
 /* Claims a CPU of -c for a new detached thread: want if free (-1: the next
@@ -57,8 +87,7 @@ int claim_cpu(int want)
 {
 	int got = -1;
 
-	while (__atomic_exchange_n(&cpu_lock, 1, __ATOMIC_ACQUIRE))
-		cpu_relax();
+	lock(&cpu_lock);
 	for (int i = 0; i < CPU_SETSIZE && got < 0; i++) {
 		if (!CPU_ISSET(i, &dt_cfg.cpus) || CPU_ISSET(i, &cpus_taken))
 			continue;
@@ -67,7 +96,7 @@ int claim_cpu(int want)
 	}
 	if (got >= 0)
 		CPU_SET(got, &cpus_taken);
-	__atomic_store_n(&cpu_lock, 0, __ATOMIC_RELEASE);
+	unlock(&cpu_lock);
 	return got;
 }
 
@@ -212,10 +241,9 @@ void attach_thread(struct dt_thread *t)
 	t->stats->state = 0;
 	dt_self = NULL;
 	move_home();
-	while (__atomic_exchange_n(&cpu_lock, 1, __ATOMIC_ACQUIRE))
-		cpu_relax();
+	lock(&cpu_lock);
 	CPU_CLR(t->cpu, &cpus_taken);
-	__atomic_store_n(&cpu_lock, 0, __ATOMIC_RELEASE);
+	unlock(&cpu_lock);
 	dt_verbose("tid %d attached again", (int)t->tid);
 }
 
@@ -287,10 +315,14 @@ static bool name_chosen(const char *name)
 
 static struct dt_thread *find_observed(pid_t tid)
 {
-	for (int i = 0; i < atomic_load(&nthreads) && i < DT_MAX_THREADS; i++)
-		if (threads[i].observed && threads[i].tid == tid)
-			return &threads[i];
-	return NULL;
+	struct dt_thread *found = NULL;
+
+	lock(&list_lock);
+	for (struct dt_thread *t = all_threads; t && !found; t = t->next)
+		if (t->observed && t->tid == tid)
+			found = t;
+	unlock(&list_lock);
+	return found;
 }
 
 /* Claims made by a creator for a thread that has not registered yet

@@ -117,6 +117,7 @@ static int ps_main(int argc, char **argv)
 				json_int(&j, "cpu", s->cpu);
 				json_str(&j, "mode", r->mode);
 				json_bool(&j, "alive", alive);
+				json_bool(&j, "detached", alive && s->state == 1);
 				json_str(&j, "proxy", r->proxy);
 				json_int(&j, "proxy_tid", s->proxy_tid);
 				json_uint(&j, "forwarded", s->forwarded);
@@ -131,7 +132,7 @@ static int ps_main(int argc, char **argv)
 				json_object_end(&j);
 			} else {
 				printf("%7d %7d %4d %-8s %-6s %-8s %7d %12llu %10llu %10llu %12llu  %s\n", pid, s->tid,
-				       s->cpu, r->mode, alive ? "run" : "exited", r->proxy, s->proxy_tid,
+				       s->cpu, r->mode, !alive ? "exited" : s->state == 1 ? "run" : "attach", r->proxy, s->proxy_tid,
 				       (unsigned long long)s->forwarded, (unsigned long long)s->local,
 				       (unsigned long long)s->emulated, (unsigned long long)s->traps, r->comm);
 			}

@@ -10,9 +10,12 @@
  *
  * SIMD state needs no care here: the kernel saves the complete FPU/vector
  * state in the signal frame on entry and restores it on rt_sigreturn, so the
- * program sees every register but rax exactly as it left it.  The runtime is
- * built with -mgeneral-regs-only all the same, so that code shared with a
- * future non-trapping entry never clobbers vector registers.
+ * program sees every register but rax exactly as it left it.  (The
+ * non-trapping entry of rewrite mode, trampoline.S, saves it with xsave.)
+ *
+ * In rewrite mode the handler also rewrites the site that trapped
+ * (rewrite.c), and takes the calls the trampoline sends back on purpose
+ * because they need a signal frame (retraps).
  */
 #include "runtime/runtime.h"
 

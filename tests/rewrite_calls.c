@@ -2,7 +2,8 @@
  * forwarded writes of a detached thread take no more traps than it has
  * distinct sites, and the kernel's counters for its tid show no system call
  * (syscw), no kernel time and no voluntary switch over them.  The same
- * program in sud mode takes one trap per call. */
+ * program in sud mode takes one trap per call.
+ * Timeout: 900 */
 #include "t_outer.h"
 
 static int inner(long calls)

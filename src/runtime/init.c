@@ -135,6 +135,7 @@ int runtime_start(void)
 {
 	int err;
 
+	clock_gettime(CLOCK_REALTIME, &dt_cfg.start);
 	tsc_calibrate(&dt_cfg.tsc, 0);
 	choose_mode();
 	if ((err = intercept_install()))

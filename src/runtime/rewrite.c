@@ -286,7 +286,10 @@ long dt_trampoline_dispatch(long nr, long *a, long *retrap, uintptr_t ret)
 	/* Not detached (other threads, proxies, children): the call itself. */
 	if (!t || t->vfork_child)
 		return sys_call6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
-	r = dt_dispatch(t, nr, a, NULL);
+	/* a copy: the dispatch may rewrite arguments, the slots behind a are
+	 * what the program's registers are restored from */
+	long args[6] = { a[0], a[1], a[2], a[3], a[4], a[5] };
+	r = dt_dispatch(t, nr, args, NULL);
 	if (t->need_trap) {
 		t->need_trap = false;
 		*retrap = 1;

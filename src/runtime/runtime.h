@@ -143,6 +143,7 @@ struct dt_config {
 	char stats_path[4096];
 	char mode[16];
 	struct tsc_clock tsc;
+	struct timespec start;          /* CLOCK_REALTIME when the runtime started */
 	/* The cpuset the program started in, when detached threads moved into
 	 * the `detach isolate` partition: threads and children they create go
 	 * back there ("0" written to it moves the writer). */
@@ -223,6 +224,7 @@ void observe_call(struct dt_thread *t, long nr, const long a[6]) DT_HIDDEN;
 struct dt_thread *thread_alloc(void) DT_HIDDEN;
 void thread_free(struct dt_thread *t) DT_HIDDEN;
 int claim_cpu(int want) DT_HIDDEN;
+void release_cpu(int cpu) DT_HIDDEN;
 void attach_thread(struct dt_thread *t) DT_HIDDEN;
 extern bool dt_observing DT_HIDDEN;
 void dt_fork_child(void) DT_HIDDEN;

@@ -167,6 +167,7 @@ void stats_finish(void)
 	for (int i = 0; i < len && argc < 63; i += (int)strlen(cmdline + i) + 1)
 		argv[argc++] = cmdline + i;
 	run_header_init(&h, argc, argv);
+	h.start = dt_cfg.start;            /* the program's start, not this moment */
 	h.tsc_hz = dt_cfg.tsc.hz;
 	f = fopen(dt_cfg.stats_path, "we");
 	if (!f) {

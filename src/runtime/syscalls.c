@@ -270,8 +270,10 @@ static long do_exit(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	long code = a[0];
 
 	(void)uc;
-	if (!t->observed)
+	if (!t->observed) {
 		proxy_stop(t);
+		release_cpu(t->cpu);    /* for the next thread a rule chooses */
+	}
 	intercept_disarm(t);
 	count(t, nr, &t->stats->local);
 	dt_self = NULL;

@@ -100,6 +100,22 @@ int claim_cpu(int want)
 	return got;
 }
 
+/* A detached thread exits or attaches again: its CPU is free for another. */
+void release_cpu(int cpu)
+{
+	lock(&cpu_lock);
+	CPU_CLR(cpu, &cpus_taken);
+	unlock(&cpu_lock);
+}
+
+/* The detached CPUs taken now: watched threads are kept off them. */
+static void cpus_in_use(cpu_set_t *out)
+{
+	lock(&cpu_lock);
+	*out = cpus_taken;
+	unlock(&cpu_lock);
+}
+
 /* ---- placing a thread ---------------------------------------------------- */
 
 /* Touches the stack below us so that the detached thread takes no fault on
@@ -241,9 +257,7 @@ void attach_thread(struct dt_thread *t)
 	t->stats->state = 0;
 	dt_self = NULL;
 	move_home();
-	lock(&cpu_lock);
-	CPU_CLR(t->cpu, &cpus_taken);
-	unlock(&cpu_lock);
+	release_cpu(t->cpu);
 	dt_verbose("tid %d attached again", (int)t->tid);
 }
 
@@ -355,6 +369,30 @@ static int claimed_cpu(pid_t tid)
 	return -1;
 }
 
+/* A watched thread that is not chosen pins itself (or another) to CPUs a
+ * detached thread owns: it would compete with it there.  The mask loses
+ * those CPUs (all of them lost: the housekeeping CPUs instead); a[2] then
+ * points at the runtime's copy, which lives until the call is made. */
+static __thread cpu_set_t kept_off;
+
+static void keep_off_detached(const long a[6])
+{
+	cpu_set_t taken, both;
+	size_t size = (size_t)a[1] < sizeof(kept_off) ? (size_t)a[1] : sizeof(kept_off);
+
+	cpus_in_use(&taken);
+	CPU_ZERO(&kept_off);
+	memcpy(&kept_off, (const void *)a[2], size);
+	CPU_AND(&both, &kept_off, &taken);
+	if (!CPU_COUNT(&both))
+		return;
+	CPU_XOR(&kept_off, &kept_off, &both);
+	if (!CPU_COUNT(&kept_off))
+		kept_off = dt_hk_mask;
+	((long *)a)[2] = (long)&kept_off;
+	((long *)a)[1] = (long)sizeof(kept_off);
+}
+
 /* A call of a watched thread, before it runs: may choose a thread.  A
  * thread that chooses itself is detached here and now, so that the call
  * itself (the pinning) already runs as a detached thread's. */
@@ -369,21 +407,24 @@ void observe_call(struct dt_thread *t, long nr, const long a[6])
 			detach_thread(t, cpu);
 		return;
 	}
-	if (nr != SYS_sched_setaffinity || !rule("pinned", NULL, 0, 0) || !a[2] || (size_t)a[1] < 8)
+	if (nr != SYS_sched_setaffinity || !a[2] || (size_t)a[1] < 8)
 		return;
+	if (!rule("pinned", NULL, 0, 0)) {
+		keep_off_detached(a);
+		return;
+	}
 	cpu_set_t one;
 	CPU_ZERO(&one);
 	memcpy(&one, (const void *)a[2], (size_t)a[1] < sizeof(one) ? (size_t)a[1] : sizeof(one));
 	int c = cpuset_nth(&one, 0);
 	pid_t tid = a[0] ? (pid_t)a[0] : t->tid;
-	if (CPU_COUNT(&one) != 1 || !CPU_ISSET(c, &dt_cfg.cpus))
+	if (CPU_COUNT(&one) != 1 || !CPU_ISSET(c, &dt_cfg.cpus) || tid == dt_cfg.pid ||
+	    (cpu = claim_cpu(c)) < 0) {
+		/* `pinned` chooses threads the program created, not its first
+		 * thread (cyclictest pins that one too, to the same CPU) */
+		keep_off_detached(a);
 		return;
-	/* `pinned` chooses threads the program created, not its first thread
-	 * (cyclictest pins that one too, to the same CPU) */
-	if (tid == dt_cfg.pid)
-		return;
-	if ((cpu = claim_cpu(c)) < 0)
-		return;
+	}
 	if (tid == t->tid) {
 		detach_thread(t, cpu);
 		return;

@@ -299,7 +299,11 @@ class Io(Load):
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.server = self.spawn(["iperf3", "-s", "-B", "127.0.0.1", "-p", str(self.port)],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(0.3)
+        # the client dies if it comes before the server listens: on a loaded
+        # housekeeping CPU that takes longer than any fixed pause
+        deadline = time.monotonic() + 10
+        while not tcp_listening(self.port) and time.monotonic() < deadline:
+            time.sleep(0.05)
         self.client = self.spawn(["iperf3", "-c", "127.0.0.1", "-p", str(self.port), "-t", "0",
                                   "-i", "0"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -322,6 +326,17 @@ class Io(Load):
 
     def describe(self):
         return "io: fio write+fsync to disk, iperf3 over 127.0.0.1"
+
+
+def tcp_listening(port):
+    """Is a socket in LISTEN state on 127.0.0.1:port (from /proc/net/tcp)?"""
+    want = "0100007F:%04X" % port
+    try:
+        with open("/proc/net/tcp") as f:
+            next(f)
+            return any(l.split()[1] == want and l.split()[3] == "0A" for l in f)
+    except OSError:
+        return False
 
 
 def make_load(name, hk, quick, root):

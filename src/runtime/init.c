@@ -136,6 +136,8 @@ int runtime_start(void)
 	int err;
 
 	clock_gettime(CLOCK_REALTIME, &dt_cfg.start);
+	long rt = -1;
+	dt_cfg.rt_throttled = read_long_file("/proc/sys/kernel/sched_rt_runtime_us", &rt) == 0 && rt >= 0;
 	tsc_calibrate(&dt_cfg.tsc, 0);
 	choose_mode();
 	if ((err = intercept_install()))

@@ -144,6 +144,7 @@ struct dt_config {
 	char mode[16];
 	struct tsc_clock tsc;
 	struct timespec start;          /* CLOCK_REALTIME when the runtime started */
+	bool rt_throttled;              /* sched_rt_runtime_us >= 0 at start */
 	/* The cpuset the program started in, when detached threads moved into
 	 * the `detach isolate` partition: threads and children they create go
 	 * back there ("0" written to it moves the writer). */

@@ -59,6 +59,7 @@ static long do_thread_clock(struct dt_thread *, long, long *, ucontext_t *);
 static long do_priority(struct dt_thread *, long, long *, ucontext_t *);
 static long do_prctl(struct dt_thread *, long, long *, ucontext_t *);
 static long do_gettid(struct dt_thread *, long, long *, ucontext_t *);
+static long do_setscheduler(struct dt_thread *, long, long *, ucontext_t *);
 static long do_getcpu(struct dt_thread *, long, long *, ucontext_t *);
 static long do_sched_yield(struct dt_thread *, long, long *, ucontext_t *);
 
@@ -131,7 +132,7 @@ static const struct rule rules[DT_NR_SYSCALLS] = {
 	/* calls naming the caller implicitly */
 	[SYS_sched_setaffinity] = R_TID(0, "pid 0 is the calling thread"),
 	[SYS_sched_getaffinity] = R_TID(0, "pid 0 is the calling thread"),
-	[SYS_sched_setscheduler] = R_TID(0, "pid 0 is the calling thread"),
+	[SYS_sched_setscheduler] = R_FN(do_setscheduler, "pid 0 is the calling thread; RT while throttled is warned"),
 	[SYS_sched_getscheduler] = R_TID(0, "pid 0 is the calling thread"),
 	[SYS_sched_setparam]  = R_TID(0, "pid 0 is the calling thread"),
 	[SYS_sched_getparam]  = R_TID(0, "pid 0 is the calling thread"),
@@ -680,6 +681,30 @@ static long do_thread_clock(struct dt_thread *t, long nr, long *a, ucontext_t *u
 	memcpy(b, a, sizeof(b));
 	if (b[0] == CLOCK_THREAD_CPUTIME_ID)
 		b[0] = (long)(int)((~(unsigned)t->tid << 3) | 6);
+	return forward(t, nr, b);
+}
+
+/* The program makes its detached thread real-time itself (cyclictest -p 90):
+ * a detached thread spins, so with RT throttling on it loses up to 50 ms of
+ * every second.  Said once, as `detach run -P` would have. */
+static long do_setscheduler(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	static const char msg[] = "detach: warning: the program gives its detached thread a real-time "
+				  "policy while RT throttling is on: it spins, so it loses up to 50 ms of every "
+				  "second when other tasks want its CPU (detach isolate turns throttling off)\n";
+	static bool said;
+	int policy = (int)a[1] & ~SCHED_RESET_ON_FORK;
+	long b[6];
+
+	(void)uc;
+	if ((a[0] == 0 || a[0] == t->tid) && (policy == SCHED_FIFO || policy == SCHED_RR) &&
+	    dt_cfg.rt_throttled && !said && !t->observed) {
+		said = true;
+		sys_call3(SYS_write, 2, msg, sizeof(msg) - 1);
+	}
+	memcpy(b, a, sizeof(b));
+	if (b[0] == 0)
+		b[0] = t->tid;
 	return forward(t, nr, b);
 }
 

@@ -23,11 +23,9 @@
 #define DEFAULT_PERIOD  1000000ull   /* ns */
 
 struct ctl_opts {
-	int cpu;
-	uint64_t samples, warmup;
+	BENCH_COMMON;            /* cpu (-1: do not pin), samples, warmup, json, quiet */
 	uint64_t period_ns;
-	bool spin, quiet;
-	const char *json;
+	bool spin;
 };
 
 static int usage(int status)
@@ -57,35 +55,18 @@ static int usage(int status)
 static void parse(int argc, char **argv, struct ctl_opts *o)
 {
 	static const struct option lo[] = {
-		{ "cpu", required_argument, NULL, 'c' },
-		{ "samples", required_argument, NULL, 's' },
-		{ "warmup", required_argument, NULL, 'w' },
+		BENCH_COMMON_LONGOPTS,
 		{ "period", required_argument, NULL, 'p' },
 		{ "spin", no_argument, NULL, 'S' },
-		{ "json", required_argument, NULL, 'j' },
-		{ "quiet", no_argument, NULL, 'Q' },
-		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
 	uint64_t v;
 
-	while ((c = getopt_long(argc, argv, "c:s:w:p:j:h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, BENCH_COMMON_SHORTOPTS "p:", lo, NULL)) != -1) {
+		if (bench_common_opt("ctlloop", c, optarg, &o->common))
+			continue;
 		switch (c) {
-		case 'c':
-			if (bench_parse_count(optarg, &v) || v >= CPU_SETSIZE) {
-				fprintf(stderr, "ctlloop: bad CPU '%s'\n", optarg);
-				exit(2);
-			}
-			o->cpu = (int)v;
-			break;
-		case 's': case 'w':
-			if (bench_parse_count(optarg, &v) || (c == 's' && v == 0)) {
-				fprintf(stderr, "ctlloop: bad number '%s' for -%c\n", optarg, c);
-				exit(2);
-			}
-			*(c == 's' ? &o->samples : &o->warmup) = v;
-			break;
 		case 'p':
 			if (duration_parse(optarg, &v) || v < 10000 || v > 10000000000ull) {
 				fprintf(stderr, "ctlloop: bad period '%s' (10us to 10s, e.g. 1000us)\n", optarg);
@@ -94,20 +75,11 @@ static void parse(int argc, char **argv, struct ctl_opts *o)
 			o->period_ns = v;
 			break;
 		case 'S': o->spin = true; break;
-		case 'j': o->json = optarg; break;
-		case 'Q': o->quiet = true; break;
 		case 'h': usage(0); break;
 		default: usage(2);
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, "ctlloop: unexpected argument '%s'\n", argv[optind]);
-		usage(2);
-	}
-	if (o->samples > 100000000ull) {
-		fprintf(stderr, "ctlloop: at most 100M samples\n");
-		exit(2);
-	}
+	bench_common_done("ctlloop", argc, argv, &o->common);
 }
 
 static void ts_add(struct timespec *t, uint64_t ns)

@@ -17,12 +17,9 @@
 #define DEFAULT_QUANTUM 4300000ull   /* cycles: the paper's quantum */
 
 struct fwq_opts {
-	int cpu;                 /* -1: do not pin */
-	uint64_t samples, warmup;
+	BENCH_COMMON;            /* cpu (-1: do not pin), samples, warmup, json, quiet */
 	uint64_t loops;          /* 0: calibrate to quantum */
 	uint64_t quantum;
-	const char *json;
-	bool quiet;
 };
 
 static int usage(int status)
@@ -86,52 +83,30 @@ static uint64_t calibrate_loops(uint64_t quantum)
 static void parse(int argc, char **argv, struct fwq_opts *o)
 {
 	static const struct option lo[] = {
-		{ "cpu", required_argument, NULL, 'c' },
-		{ "samples", required_argument, NULL, 's' },
-		{ "warmup", required_argument, NULL, 'w' },
+		BENCH_COMMON_LONGOPTS,
 		{ "quantum", required_argument, NULL, 'q' },
 		{ "loops", required_argument, NULL, 'l' },
-		{ "json", required_argument, NULL, 'j' },
-		{ "quiet", no_argument, NULL, 'Q' },
-		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
 	uint64_t v;
 
-	while ((c = getopt_long(argc, argv, "c:s:w:q:l:j:h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, BENCH_COMMON_SHORTOPTS "q:l:", lo, NULL)) != -1) {
+		if (bench_common_opt("fwq", c, optarg, &o->common))
+			continue;
 		switch (c) {
-		case 'c':
-			if (bench_parse_count(optarg, &v) || v >= CPU_SETSIZE) {
-				fprintf(stderr, "fwq: bad CPU '%s'\n", optarg);
-				exit(2);
-			}
-			o->cpu = (int)v;
-			break;
-		case 's': case 'w': case 'q': case 'l': {
-			uint64_t *dst = c == 's' ? &o->samples : c == 'w' ? &o->warmup :
-					c == 'q' ? &o->quantum : &o->loops;
-			if (bench_parse_count(optarg, &v) || (c != 'w' && v == 0)) {
+		case 'q': case 'l':
+			if (bench_parse_count(optarg, &v) || v == 0) {
 				fprintf(stderr, "fwq: bad number '%s' for -%c\n", optarg, c);
 				exit(2);
 			}
-			*dst = v;
+			*(c == 'q' ? &o->quantum : &o->loops) = v;
 			break;
-		}
-		case 'j': o->json = optarg; break;
-		case 'Q': o->quiet = true; break;
 		case 'h': usage(0); break;
 		default: usage(2);
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, "fwq: unexpected argument '%s'\n", argv[optind]);
-		usage(2);
-	}
-	if (o->samples > 100000000ull) {
-		fprintf(stderr, "fwq: at most 100M samples\n");
-		exit(2);
-	}
+	bench_common_done("fwq", argc, argv, &o->common);
 }
 
 int main(int argc, char **argv)

@@ -1,6 +1,8 @@
 /* Helpers shared by the measurement programs in bench/. */
 #include "lib/bench.h"
 
+#include <getopt.h>
+
 #include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -84,4 +86,46 @@ FILE *bench_open_out(const char *path)
 	if (!strcmp(path, "-"))
 		return stdout;
 	return fopen(path, "w");
+}
+
+int bench_common_opt(const char *prog, int c, const char *arg, struct bench_common *o)
+{
+	uint64_t v;
+
+	switch (c) {
+	case 'c':
+		if (bench_parse_count(arg, &v) || v >= CPU_SETSIZE) {
+			fprintf(stderr, "%s: bad CPU '%s'\n", prog, arg);
+			exit(2);
+		}
+		o->cpu = (int)v;
+		return 1;
+	case 's':
+	case 'w':
+		if (bench_parse_count(arg, &v) || (c == 's' && v == 0)) {
+			fprintf(stderr, "%s: bad number '%s' for -%c\n", prog, arg, c);
+			exit(2);
+		}
+		*(c == 's' ? &o->samples : &o->warmup) = v;
+		return 1;
+	case 'j':
+		o->json = arg;
+		return 1;
+	case 'Q':
+		o->quiet = true;
+		return 1;
+	}
+	return 0;
+}
+
+void bench_common_done(const char *prog, int argc, char **argv, const struct bench_common *o)
+{
+	if (optind < argc) {
+		fprintf(stderr, "%s: unexpected argument '%s'\n", prog, argv[optind]);
+		exit(2);
+	}
+	if (o->samples > 100000000ull) {
+		fprintf(stderr, "%s: at most 100M samples\n", prog);
+		exit(2);
+	}
 }

@@ -4,6 +4,9 @@
 
 #include "lib/util.h"
 
+#include <getopt.h>
+#include <stdbool.h>
+
 /* Pins the calling thread to cpu (>= 0) and locks memory; -errno. */
 int bench_pin(int cpu);
 /* Best effort mlockall(MCL_CURRENT | MCL_FUTURE); -errno. */
@@ -16,5 +19,25 @@ void bench_json_self(struct json *j);
 int bench_parse_count(const char *s, uint64_t *v);
 /* Opens path for writing ("-" is stdout); NULL with errno on failure. */
 FILE *bench_open_out(const char *path);
+
+/* The options every measurement program takes: -c/--cpu, -s/--samples,
+ * -w/--warmup, -j/--json, --quiet.  A program's options struct holds them
+ * as BENCH_COMMON (an anonymous union: o.cpu and o.common alike). */
+#define BENCH_COMMON_FIELDS int cpu; uint64_t samples, warmup; const char *json; bool quiet
+struct bench_common { BENCH_COMMON_FIELDS; };
+#define BENCH_COMMON union { struct bench_common common; struct { BENCH_COMMON_FIELDS; }; }
+#define BENCH_COMMON_LONGOPTS                                          \
+	{ "cpu", required_argument, NULL, 'c' },                       \
+	{ "samples", required_argument, NULL, 's' },                   \
+	{ "warmup", required_argument, NULL, 'w' },                    \
+	{ "json", required_argument, NULL, 'j' },                      \
+	{ "quiet", no_argument, NULL, 'Q' },                           \
+	{ "help", no_argument, NULL, 'h' }
+#define BENCH_COMMON_SHORTOPTS "c:s:w:j:h"
+/* Takes option c if it is a common one: 1; 0 if it is the program's own.
+ * A bad value: one error line naming prog, exit 2. */
+int bench_common_opt(const char *prog, int c, const char *arg, struct bench_common *o);
+/* After getopt: no operands, a sane sample count; exit 2 otherwise. */
+void bench_common_done(const char *prog, int argc, char **argv, const struct bench_common *o);
 
 #endif

@@ -177,7 +177,6 @@ void intercept_set_restart(bool restart) DT_HIDDEN;
 
 /* syscalls.c: one call of a detached thread; uc is its signal context. */
 long dt_dispatch(struct dt_thread *t, long nr, long a[6], ucontext_t *uc) DT_HIDDEN;
-const char *syscall_rule_why(long nr) DT_HIDDEN;
 
 /* clock.c: timed waits served in user space */
 bool timed_wait_clock_ok(clockid_t clk) DT_HIDDEN;
@@ -227,7 +226,6 @@ void thread_free(struct dt_thread *t) DT_HIDDEN;
 int claim_cpu(int want) DT_HIDDEN;
 void release_cpu(int cpu) DT_HIDDEN;
 void attach_thread(struct dt_thread *t) DT_HIDDEN;
-extern bool dt_observing DT_HIDDEN;
 void dt_fork_child(void) DT_HIDDEN;
 void dt_child_placement(void) DT_HIDDEN;
 void dt_vfork_parent_resumed(void) DT_HIDDEN;

@@ -598,31 +598,28 @@ static long do_masked_wait(struct dt_thread *t, long nr, long *a, ucontext_t *uc
 	bool sleep = !t->observed &&
 		     ((nr == SYS_ppoll && a[1] == 0) || (nr == SYS_pselect6 && (a[0] == 0 || !(a[1] || a[2] || a[3]))));
 
+	if (!sleep && (!mask || t->depth > 0 || t->observed))
+		return forward(t, nr, a);
 	if (sleep) {
 		count(t, nr, &t->stats->emulated);
-		if (mask) {
-			m = *mask & ~SIGSYS_BIT;
-			sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &m, &old, 8);
-		}
-		ret = timed_ppoll(t, (struct timespec *)(nr == SYS_ppoll ? a[2] : a[4]));
-		if (mask)
-			sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, 8);
-		return ret;
-	}
-	if (!mask || t->depth > 0 || t->observed)
-		return forward(t, nr, a);
-	memcpy(b, a, sizeof(b));
-	if (nr == SYS_pselect6) {
-		psel.ss = NULL;
-		psel.len = 8;
-		b[5] = (long)&psel;
 	} else {
-		b[nr == SYS_ppoll ? 3 : 4] = 0;
+		/* the proxy waits with its own mask: the call goes without one */
+		memcpy(b, a, sizeof(b));
+		if (nr == SYS_pselect6) {
+			psel.ss = NULL;
+			psel.len = 8;
+			b[5] = (long)&psel;
+		} else {
+			b[nr == SYS_ppoll ? 3 : 4] = 0;
+		}
 	}
-	m = *mask & ~SIGSYS_BIT;
-	sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &m, &old, 8);
-	ret = forward(t, nr, b);
-	sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, 8);
+	if (mask) {
+		m = *mask & ~SIGSYS_BIT;
+		sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &m, &old, 8);
+	}
+	ret = sleep ? timed_ppoll(t, (struct timespec *)(nr == SYS_ppoll ? a[2] : a[4])) : forward(t, nr, b);
+	if (mask)
+		sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, 8);
 	return ret;
 }
 
@@ -761,11 +758,4 @@ static long do_sched_yield(struct dt_thread *t, long nr, long *a, ucontext_t *uc
 	(void)t; (void)nr; (void)a; (void)uc;
 	cpu_relax();
 	return 0;
-}
-
-const char *syscall_rule_why(long nr)
-{
-	if ((unsigned long)nr >= DT_NR_SYSCALLS || !rules[nr].why)
-		return "forwarded";
-	return rules[nr].why;
 }

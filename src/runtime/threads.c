@@ -36,7 +36,7 @@ static volatile int list_lock;
 static atomic_int created;            /* threads the program created, in order */
 static volatile int cpu_lock;
 static cpu_set_t cpus_taken;
-bool dt_observing DT_HIDDEN;          /* rules other than `first` */
+static bool dt_observing;            /* rules other than `first` */
 
 static void move_home(void);
 

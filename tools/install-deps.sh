@@ -21,10 +21,10 @@ if [ ${#missing[@]} -gt 0 ]; then
 	fi
 	echo "install-deps: apt-get install ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq >/dev/null
+	apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null
 	# iperf3 asks whether to start a daemon: answer no.
 	echo "iperf3 iperf3/start_daemon boolean false" | debconf-set-selections 2>/dev/null || true
-	apt-get install -y -qq --no-install-recommends $(printf '%s\n' "${missing[@]}" | sort -u) >/dev/null
+	apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends $(printf '%s\n' "${missing[@]}" | sort -u) >/dev/null
 fi
 
 # The Python side (bench orchestration, tables, plots) lives in a venv under build/.

@@ -10,7 +10,7 @@
  * and honours a jump of CLOCK_REALTIME within CHECK_NS, as Linux does for
  * an absolute CLOCK_REALTIME wait.  A signal handler that runs during the
  * wait (rt_sigreturn finds its frame inside the detach_wait section, see
- * syscalls.c) ends it with EINTR, as nanosleep and poll always do. */
+ * signals.c) ends it with EINTR, as nanosleep and poll always do. */
 #include "runtime/runtime.h"
 
 #include <errno.h>

@@ -11,7 +11,7 @@
  *
  * From then on every system call of a detached thread arrives in
  * intercept.c (or, rewritten, in trampoline.S) and is routed by the table in
- * syscalls.c.
+ * dispatch.c (the exceptions in lifecycle.c, signals.c, waits.c, identity.c).
  */
 #include "runtime/runtime.h"
 #include "lib/contract.h"

@@ -4,7 +4,7 @@
  * made from the runtime's `detach_allow` section always run; any other
  * `syscall` instruction of the thread, with the selector at BLOCK, turns into
  * SIGSYS with the registers in the signal frame.  The handler hands the call
- * to dt_dispatch (syscalls.c), puts the result in the frame's rax, and
+ * to dt_dispatch (dispatch.c), puts the result in the frame's rax, and
  * returns through the runtime's own restorer (glibc's lies outside the range
  * and would trap while returning from a trap).
  *
@@ -36,7 +36,7 @@
 #endif
 
 /* What the program asked for SIGSYS: the runtime owns the real handler and
- * keeps the program's wish here (syscalls.c: do_sigaction). */
+ * keeps the program's wish here (signals.c: do_sigaction). */
 struct ksigaction dt_app_sigsys;
 
 static void sigsys_handler(int sig, siginfo_t *si, void *ctx);

@@ -67,7 +67,7 @@ static void send_interrupt(struct dt_thread *t, bool restart)
 	sys_call4(SYS_rt_tgsigqueueinfo, dt_cfg.pid, t->proxy_tid, SIGSYS, &si);
 }
 
-/* A handler of the program ran on top of wait_reply (syscalls.c,
+/* A handler of the program ran on top of wait_reply (signals.c,
  * do_sigreturn, recorded intr_signo): its SA_RESTART flag decides. */
 static void interrupt_proxy(struct dt_thread *t)
 {
@@ -114,7 +114,7 @@ long proxy_forward(struct dt_thread *t, long nr, const long a[6])
 	long r;
 
 	/* where this wait's frame is: a later call from above it means the
-	 * wait was abandoned (forward(), syscalls.c) */
+	 * wait was abandoned (forward(), dispatch.h) */
 	t->wait_frame = (uintptr_t)__builtin_frame_address(0);
 	t->depth++;
 	same_thread_barrier();

@@ -1,5 +1,5 @@
 /* libdetach.so internals.  Start reading at init.c (dt_init), then
- * intercept.c (the SIGSYS entry), syscalls.c (the table of calls that stay on
+ * intercept.c (the SIGSYS entry), dispatch.c (the table of calls that stay on
  * the detached thread) and proxy.c (the mailbox and the proxy thread). */
 #ifndef DETACH_RUNTIME_H
 #define DETACH_RUNTIME_H
@@ -33,7 +33,7 @@ long sys_call6(long nr, long a1, long a2, long a3, long a4, long a5, long a6) DT
 void sys_sigreturn_restorer(void) DT_HIDDEN;
 /* rt_sigreturn with rsp = uc: resumes the context saved in a signal frame. */
 __attribute__((noreturn)) void sys_sigreturn_at(void *uc) DT_HIDDEN;
-/* clone family on the detached thread (see syscalls.c, do_clone):
+/* clone family on the detached thread (see lifecycle.c, do_clone):
  * child_uc != NULL: the child resumes the program through that frame copy;
  * parent_uc != NULL: so does the parent (vfork on a shared stack). */
 long sys_clone_resume(long nr, long a1, long a2, long a3, long a4, long a5,

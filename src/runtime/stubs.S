@@ -9,7 +9,7 @@
  * rdi, rsi, rdx, r10, r8, r9; the instruction clobbers rcx and r11.
  */
 #define NR_rt_sigreturn     15
-/* offsetof(ucontext_t, uc_mcontext.gregs[REG_RAX]), checked in syscalls.c */
+/* offsetof(ucontext_t, uc_mcontext.gregs[REG_RAX]), checked in dispatch.c */
 #define UC_RAX 144
 
 /* From the C calling convention (nr, a1..a5 in rdi rsi rdx rcx r8 r9) to

@@ -261,7 +261,7 @@ void attach_thread(struct dt_thread *t)
 	dt_verbose("tid %d attached again", (int)t->tid);
 }
 
-/* A watched thread: armed, its calls run on itself (syscalls.c). */
+/* A watched thread: armed, its calls run on itself (dispatch.c). */
 static void observe_thread(struct dt_thread *t)
 {
 	t->observed = true;

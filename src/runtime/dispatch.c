@@ -1,0 +1,204 @@
+/* Where each system call of a detached thread is carried out.
+ *
+ * The default is the paper's: forward it to the proxy.  The table below
+ * holds the exceptions, one row per call with the reason, in one place:
+ *   LOCAL    runs on the detached thread itself (its meaning is the thread)
+ *   MIRROR   runs locally, then on the proxy too (per-thread kernel context
+ *            that later forwarded calls depend on: credentials, namespaces)
+ *   EMULATE  answered without the kernel
+ *   a fn     decided per call by a function below
+ * tid_arg / path_arg: forwarded, but an argument naming the caller
+ * implicitly (pid 0, /proc/thread-self) is first made to name the detached
+ * thread instead of the proxy.
+ */
+#include "runtime/dispatch.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/syscall.h>
+
+_Static_assert(offsetof(ucontext_t, uc_mcontext.gregs[REG_RAX]) == 144, "UC_RAX in stubs.S");
+
+enum action { FORWARD = 0, LOCAL, MIRROR, EMULATE, SPECIAL };
+
+struct rule {
+	uint8_t action;
+	int8_t tid_arg;      /* 1 + index of a pid/tid argument where 0 means "me" */
+	int8_t path_arg;     /* 1 + index of a path argument */
+	call_fn *fn;
+	const char *why;
+};
+
+#define R_LOCAL(why_)        { .action = LOCAL, .why = why_ }
+#define R_MIRROR(why_)       { .action = MIRROR, .why = why_ }
+#define R_FN(fn_, why_)      { .action = SPECIAL, .fn = fn_, .why = why_ }
+#define R_EMU(fn_, why_)     { .action = EMULATE, .fn = fn_, .why = why_ }
+#define R_TID(i, why_)       { .action = FORWARD, .tid_arg = (i) + 1, .why = why_ }
+#define R_PATH(i)            { .action = FORWARD, .path_arg = (i) + 1, .why = "may name /proc/thread-self" }
+
+static const struct rule rules[DT_NR_SYSCALLS] = {
+	/* thread lifecycle */
+	[SYS_exit]            = R_FN(do_exit, "ends the calling thread; its proxy ends first"),
+	[SYS_exit_group]      = R_FN(do_exit_group, "statistics are written, then the process ends"),
+	[SYS_clone]           = R_FN(do_clone, "the child is a copy of the calling thread"),
+	[SYS_clone3]          = R_FN(do_clone, "the child is a copy of the calling thread"),
+	[SYS_fork]            = R_FN(do_clone, "the child is a copy of the calling thread"),
+	[SYS_vfork]           = R_FN(do_clone, "the child borrows the calling thread's stack"),
+	[SYS_execve]          = R_FN(do_execve, "replaces the caller's image; detached state is passed on"),
+	[SYS_execveat]        = R_FN(do_execve, "replaces the caller's image; detached state is passed on"),
+	/* per-thread registrations */
+	[SYS_set_tid_address] = R_LOCAL("clear_child_tid belongs to the calling thread"),
+	[SYS_set_robust_list] = R_LOCAL("the robust futex list belongs to the calling thread"),
+	[SYS_get_robust_list] = R_LOCAL("pid 0 is the calling thread"),
+	[SYS_rseq]            = R_LOCAL("rseq area of the calling thread"),
+	[SYS_arch_prctl]      = R_LOCAL("FS/GS base of the calling thread"),
+	[SYS_set_mempolicy]   = R_LOCAL("memory policy of the calling thread"),
+	[SYS_get_mempolicy]   = R_LOCAL("memory policy of the calling thread"),
+	[SYS_personality]     = R_LOCAL("personality of the calling task"),
+	[SYS_restart_syscall] = R_LOCAL("continues the calling thread's interrupted call"),
+	/* per-thread signal state */
+	[SYS_rt_sigprocmask]  = R_FN(do_sigprocmask, "the signal mask is the calling thread's; SIGSYS stays open"),
+	[SYS_rt_sigreturn]    = R_FN(do_sigreturn, "returns from a handler on the calling thread"),
+	[SYS_rt_sigsuspend]   = R_FN(do_sigsuspend, "waits for signals to the calling thread"),
+	[SYS_rt_sigtimedwait] = R_LOCAL("dequeues signals of the calling thread"),
+	[SYS_rt_sigpending]   = R_LOCAL("pending set of the calling thread"),
+	[SYS_sigaltstack]     = R_FN(do_sigaltstack, "alternate stack of the calling thread"),
+	[SYS_rt_sigaction]    = R_FN(do_sigaction, "SIGSYS is the runtime's; the rest is process-wide"),
+	[SYS_kill]            = R_FN(do_kill, "a signal to ourselves is delivered before kill returns"),
+	[SYS_tgkill]          = R_FN(do_thread_signal, "raise() and abort() rely on synchronous delivery"),
+	[SYS_tkill]           = R_FN(do_thread_signal, "raise() and abort() rely on synchronous delivery"),
+	[SYS_rt_tgsigqueueinfo] = R_FN(do_thread_signal, "a signal to ourselves is delivered at once"),
+	[SYS_rt_sigqueueinfo] = R_FN(do_kill, "a signal to ourselves is delivered at once"),
+	[SYS_ppoll]           = R_FN(do_masked_wait, "the mask is the calling thread's; no fds: a sleep"),
+	[SYS_pselect6]        = R_FN(do_masked_wait, "the mask is the calling thread's; no fds: a sleep"),
+	/* timed waits: in user space against the TSC, no Linux timer (clock.c) */
+	[SYS_clock_nanosleep] = R_FN(do_sleep, "served in user space: no Linux timer"),
+	[SYS_nanosleep]       = R_FN(do_sleep, "served in user space: no Linux timer"),
+	[SYS_select]          = R_FN(do_sleep, "no fds: a sleep, served in user space"),
+	[SYS_poll]            = R_FN(do_sleep, "no fds: a sleep, served in user space"),
+	[SYS_epoll_pwait]     = R_FN(do_masked_wait, "the mask argument is for the calling thread"),
+	[SYS_epoll_pwait2]    = R_FN(do_masked_wait, "the mask argument is for the calling thread"),
+	/* PI futexes: the kernel checks the owner tid in the futex word */
+	[SYS_futex]           = R_FN(do_futex, "PI operations name the caller as owner"),
+	/* credentials and kernel context the proxy must share */
+	[SYS_setuid]          = R_MIRROR("credentials are per thread"),
+	[SYS_setgid]          = R_MIRROR("credentials are per thread"),
+	[SYS_setreuid]        = R_MIRROR("credentials are per thread"),
+	[SYS_setregid]        = R_MIRROR("credentials are per thread"),
+	[SYS_setresuid]       = R_MIRROR("credentials are per thread"),
+	[SYS_setresgid]       = R_MIRROR("credentials are per thread"),
+	[SYS_setfsuid]        = R_MIRROR("credentials are per thread"),
+	[SYS_setfsgid]        = R_MIRROR("credentials are per thread"),
+	[SYS_setgroups]       = R_MIRROR("credentials are per thread"),
+	[SYS_capset]          = R_MIRROR("capabilities are per thread"),
+	[SYS_unshare]         = R_MIRROR("fs, files and namespaces of the calling thread"),
+	[SYS_setns]           = R_MIRROR("namespaces of the calling thread"),
+	[SYS_seccomp]         = R_MIRROR("filters apply to the calling thread"),
+	[SYS_prctl]           = R_FN(do_prctl, "options act on the calling thread"),
+	/* calls naming the caller implicitly */
+	[SYS_sched_setaffinity] = R_TID(0, "pid 0 is the calling thread"),
+	[SYS_sched_getaffinity] = R_TID(0, "pid 0 is the calling thread"),
+	[SYS_sched_setscheduler] = R_FN(do_setscheduler, "pid 0 is the calling thread; RT while throttled is warned"),
+	[SYS_sched_getscheduler] = R_TID(0, "pid 0 is the calling thread"),
+	[SYS_sched_setparam]  = R_TID(0, "pid 0 is the calling thread"),
+	[SYS_sched_getparam]  = R_TID(0, "pid 0 is the calling thread"),
+	[SYS_sched_setattr]   = R_TID(0, "pid 0 is the calling thread"),
+	[SYS_sched_getattr]   = R_TID(0, "pid 0 is the calling thread"),
+	[SYS_sched_rr_get_interval] = R_TID(0, "pid 0 is the calling thread"),
+	[SYS_perf_event_open] = R_TID(1, "pid 0 is the calling thread"),
+	[SYS_getpriority]     = R_FN(do_priority, "PRIO_PROCESS 0 is the calling thread"),
+	[SYS_setpriority]     = R_FN(do_priority, "PRIO_PROCESS 0 is the calling thread"),
+	[SYS_ioprio_get]      = R_FN(do_priority, "IOPRIO_WHO_PROCESS 0 is the calling thread"),
+	[SYS_ioprio_set]      = R_FN(do_priority, "IOPRIO_WHO_PROCESS 0 is the calling thread"),
+	[SYS_getrusage]       = R_FN(do_getrusage, "RUSAGE_THREAD is the calling thread"),
+	[SYS_clock_gettime]   = R_FN(do_thread_clock, "CLOCK_THREAD_CPUTIME_ID is the calling thread's"),
+	[SYS_clock_getres]    = R_FN(do_thread_clock, "CLOCK_THREAD_CPUTIME_ID is the calling thread's"),
+	[SYS_timer_create]    = R_FN(do_thread_clock, "CLOCK_THREAD_CPUTIME_ID is the calling thread's"),
+	[SYS_gettid]          = R_EMU(do_gettid, "the answer is known"),
+	[SYS_getcpu]          = R_EMU(do_getcpu, "the detached thread stays on its CPU"),
+	[SYS_sched_yield]     = R_EMU(do_sched_yield, "would yield the proxy; alone on its CPU there is nobody to yield to"),
+	/* paths */
+	[SYS_open] = R_PATH(0), [SYS_openat] = R_PATH(1), [SYS_openat2] = R_PATH(1),
+	[SYS_stat] = R_PATH(0), [SYS_lstat] = R_PATH(0), [SYS_newfstatat] = R_PATH(1),
+	[SYS_statx] = R_PATH(1), [SYS_readlink] = R_PATH(0), [SYS_readlinkat] = R_PATH(1),
+	[SYS_access] = R_PATH(0), [SYS_faccessat] = R_PATH(1), [SYS_faccessat2] = R_PATH(1),
+	[SYS_chdir] = R_PATH(0),
+};
+
+/* "/proc/thread-self/..." -> "/proc/<pid>/task/<tid>/..." in t->path. */
+static const char *thread_self_path(struct dt_thread *t, const char *p)
+{
+	static const char prefix[] = "/proc/thread-self";
+	const size_t plen = sizeof(prefix) - 1;
+	char num[24], *o = t->path, *end = t->path + sizeof(t->path) - 1;
+	size_t i;
+
+	if (!p || strncmp(p, prefix, plen) || (p[plen] && p[plen] != '/'))
+		return p;
+	memcpy(o, "/proc/", 6);
+	o += 6;
+	for (int k = 0; k < 2; k++) {
+		long v = k ? t->tid : dt_cfg.pid;
+		i = sizeof(num);
+		do { num[--i] = (char)('0' + v % 10); v /= 10; } while (v);
+		memcpy(o, num + i, sizeof(num) - i);
+		o += sizeof(num) - i;
+		if (!k) {
+			memcpy(o, "/task/", 6);
+			o += 6;
+		}
+	}
+	for (p += plen; *p && o < end; )
+		*o++ = *p++;
+	*o = '\0';
+	return *p ? NULL : t->path;   /* NULL: too long */
+}
+
+long dt_dispatch(struct dt_thread *t, long nr, long a[6], ucontext_t *uc)
+{
+	const struct rule *r = (unsigned long)nr < DT_NR_SYSCALLS ? &rules[nr] : &rules[0];
+	long b[6];
+
+	if (t->observed) {
+		/* a watched thread: detached now if a rule chose it, else watched */
+		if (t->pending_cpu >= 0)
+			detach_thread(t, t->pending_cpu);
+		else
+			observe_call(t, nr, a);
+	}
+	if ((unsigned long)nr >= DT_NR_SYSCALLS)
+		return forward(t, nr, a);       /* the kernel will say ENOSYS */
+	switch (r->action) {
+	case LOCAL:
+		return local_call(t, nr, a);
+	case MIRROR: {
+		long ret = local_call(t, nr, a);
+		/* The proxy follows; it may already have (glibc's SIGSETXID broadcast
+		 * reaches it too), so its answer is not the program's. */
+		if (ret >= 0 && t->depth == 0 && !t->observed)
+			proxy_forward(t, nr, a);
+		return ret;
+	}
+	case EMULATE:
+		if (t->observed)
+			return local_call(t, nr, a);
+		count(t, nr, &t->stats->emulated);
+		return r->fn(t, nr, a, uc);
+	case SPECIAL:
+		return r->fn(t, nr, a, uc);
+	}
+	if (r->tid_arg || r->path_arg) {
+		memcpy(b, a, sizeof(b));
+		if (r->tid_arg && b[r->tid_arg - 1] == 0)
+			b[r->tid_arg - 1] = t->tid;
+		if (r->path_arg) {
+			const char *p = thread_self_path(t, (const char *)b[r->path_arg - 1]);
+			if (!p)
+				return -ENAMETOOLONG;
+			b[r->path_arg - 1] = (long)p;
+		}
+		return forward(t, nr, b);
+	}
+	return forward(t, nr, a);
+}

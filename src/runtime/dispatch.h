@@ -1,0 +1,60 @@
+/* The routing of a detached thread's system calls, shared by the files that
+ * carry out the exceptions to "forward it": dispatch.c (the table, and
+ * dt_dispatch), lifecycle.c (exit, clone, execve), signals.c (signal state
+ * and delivery), waits.c (sleeps and masked waits) and identity.c (calls that
+ * name the calling thread implicitly). */
+#ifndef DETACH_DISPATCH_H
+#define DETACH_DISPATCH_H
+
+#include "runtime/runtime.h"
+
+/* SIGSYS carries our traps (see do_sigprocmask) */
+#define SIGSYS_BIT (1ull << (SIGSYS - 1))
+#define KERNEL_UCONTEXT_SIZE 304   /* struct ucontext of the kernel, x86-64 */
+
+/* One call of a detached thread handled by a function of the table: nr and
+ * its six arguments, and uc, the trap's signal context (NULL when the call
+ * came through a rewritten site, without a frame). */
+typedef long call_fn(struct dt_thread *t, long nr, long *a, ucontext_t *uc);
+
+/* lifecycle.c */
+DT_HIDDEN call_fn do_exit, do_exit_group, do_clone, do_execve;
+/* signals.c */
+DT_HIDDEN call_fn do_sigreturn, do_sigaction, do_sigprocmask, do_sigsuspend, do_sigaltstack,
+	do_kill, do_thread_signal;
+/* waits.c */
+DT_HIDDEN call_fn do_sleep, do_masked_wait;
+/* identity.c */
+DT_HIDDEN call_fn do_futex, do_getrusage, do_thread_clock, do_priority, do_prctl, do_gettid,
+	do_setscheduler, do_getcpu, do_sched_yield;
+
+static inline void count(struct dt_thread *t, long nr, volatile uint64_t *kind)
+{
+	(*kind)++;
+	if ((unsigned long)nr < DT_NR_SYSCALLS)
+		t->stats->per_nr[nr]++;
+}
+
+static inline long local_call(struct dt_thread *t, long nr, const long a[6])
+{
+	count(t, nr, &t->stats->local);
+	return sys_call6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+
+static inline long forward(struct dt_thread *t, long nr, const long a[6])
+{
+	/* A call made by a signal handler while our proxy is busy with the call
+	 * that handler interrupted: the proxy cannot take it, this thread can.
+	 * A watched thread (threads.c) has no proxy: its calls are its own. */
+	/* Below the waiting frame (stacks grow down) is a handler that runs on
+	 * top of the wait; above it, a handler that longjmp'd out of it. */
+	if (t->depth > 0 && (uintptr_t)__builtin_frame_address(0) > t->wait_frame)
+		proxy_abandoned(t);
+	if (t->depth > 0 || t->observed)
+		return local_call(t, nr, a);
+	count(t, nr, &t->stats->forwarded);
+	return proxy_forward(t, nr, a);
+}
+
+
+#endif

@@ -1,0 +1,127 @@
+/* Calls that name the calling thread implicitly (pid 0, RUSAGE_THREAD, its
+ * CPU-time clock, PI futex ownership, prctl options): forwarded with the
+ * detached thread named, run here, or answered without the kernel. */
+#include "runtime/dispatch.h"
+
+#include <linux/futex.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+
+long do_futex(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	int op = (int)a[1] & FUTEX_CMD_MASK;
+
+	(void)uc;
+	switch (op) {
+	case FUTEX_LOCK_PI:
+	case FUTEX_LOCK_PI2:
+	case FUTEX_UNLOCK_PI:
+	case FUTEX_TRYLOCK_PI:
+	case FUTEX_WAIT_REQUEUE_PI:
+	case FUTEX_CMP_REQUEUE_PI:
+		return local_call(t, nr, a);
+	}
+	return forward(t, nr, a);
+}
+
+long do_getrusage(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	(void)uc;
+	if (a[0] == RUSAGE_THREAD)
+		return local_call(t, nr, a);
+	return forward(t, nr, a);
+}
+
+/* CLOCK_THREAD_CPUTIME_ID names the caller: use the detached thread's own
+ * CPU-time clock id, MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED). */
+long do_thread_clock(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	long b[6];
+
+	(void)uc;
+	memcpy(b, a, sizeof(b));
+	if (b[0] == CLOCK_THREAD_CPUTIME_ID)
+		b[0] = (long)(int)((~(unsigned)t->tid << 3) | 6);
+	return forward(t, nr, b);
+}
+
+/* The program makes its detached thread real-time itself (cyclictest -p 90):
+ * a detached thread spins, so with RT throttling on it loses up to 50 ms of
+ * every second.  Said once, as `detach run -P` would have. */
+long do_setscheduler(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	static const char msg[] = "detach: warning: the program gives its detached thread a real-time "
+				  "policy while RT throttling is on: it spins, so it loses up to 50 ms of every "
+				  "second when other tasks want its CPU (detach isolate turns throttling off)\n";
+	static bool said;
+	int policy = (int)a[1] & ~SCHED_RESET_ON_FORK;
+	long b[6];
+
+	(void)uc;
+	if ((a[0] == 0 || a[0] == t->tid) && (policy == SCHED_FIFO || policy == SCHED_RR) &&
+	    dt_cfg.rt_throttled && !said && !t->observed) {
+		said = true;
+		sys_call3(SYS_write, 2, msg, sizeof(msg) - 1);
+	}
+	memcpy(b, a, sizeof(b));
+	if (b[0] == 0)
+		b[0] = t->tid;
+	return forward(t, nr, b);
+}
+
+long do_priority(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	/* PRIO_PROCESS is 0, IOPRIO_WHO_PROCESS is 1 */
+	long who_process = (nr == SYS_getpriority || nr == SYS_setpriority) ? PRIO_PROCESS : 1;
+	long b[6];
+
+	(void)uc;
+	memcpy(b, a, sizeof(b));
+	if (b[0] == who_process && b[1] == 0)
+		b[1] = t->tid;
+	return forward(t, nr, b);
+}
+
+long do_prctl(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	long ret;
+
+	(void)uc;
+	ret = local_call(t, nr, a);
+	switch (a[0]) {
+	case PR_SET_SECCOMP:
+	case PR_SET_NO_NEW_PRIVS:
+	case PR_CAPBSET_DROP:
+	case PR_SET_KEEPCAPS:
+	case PR_SET_SECUREBITS:
+		/* per-thread credentials: the proxy must follow */
+		if (ret >= 0 && t->depth == 0 && !t->observed)
+			proxy_forward(t, nr, a);
+	}
+	return ret;
+}
+
+long do_gettid(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	(void)nr; (void)a; (void)uc;
+	return t->tid;
+}
+
+long do_getcpu(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	(void)nr; (void)uc;
+	if (a[0])
+		*(unsigned *)a[0] = (unsigned)t->cpu;
+	if (a[1])
+		*(unsigned *)a[1] = (unsigned)t->node;
+	return 0;
+}
+
+long do_sched_yield(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	(void)t; (void)nr; (void)a; (void)uc;
+	cpu_relax();
+	return 0;
+}

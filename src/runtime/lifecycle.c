@@ -1,0 +1,134 @@
+/* A detached thread's lifecycle calls: exit, exit_group, the clone family
+ * (the child resumes the program from a copy of the trap's frame) and execve
+ * (the detached state is passed on to the new image). */
+#include "runtime/dispatch.h"
+
+#include <linux/sched.h>
+#include <string.h>
+#include <sys/syscall.h>
+
+long do_exit(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	long code = a[0];
+
+	(void)uc;
+	if (!t->observed) {
+		proxy_stop(t);
+		release_cpu(t->cpu);    /* for the next thread a rule chooses */
+	}
+	intercept_disarm(t);
+	count(t, nr, &t->stats->local);
+	dt_self = NULL;
+	thread_free(t);                 /* nothing of it is used from here */
+	return sys_call1(nr, code);
+}
+
+long do_exit_group(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	long none[6] = { 0 };
+
+	(void)uc;
+	dt_exit_code = (int)a[0];
+	if (t->observed) {
+		t->selector = 0;        /* libc may run here: let its calls through */
+		stats_finish();
+	} else if (t->depth == 0) {
+		proxy_forward(t, DT_CMD_STATS, none);
+	}
+	return local_call(t, nr, a);
+}
+
+/* Copies the trap's signal context (ucontext and xsave area) below hi, for
+ * a child that resumes the program elsewhere: rax 0, rsp sp.  A new thread
+ * starts without an alternate signal stack, as the kernel would give it. */
+static void *frame_copy(ucontext_t *uc, uintptr_t hi, uintptr_t sp, bool new_thread)
+{
+	const char *fp = (const char *)uc->uc_mcontext.fpregs;
+	uint32_t magic1, fpsize = 512;
+	uintptr_t fp_dst, uc_dst;
+	ucontext_t *c;
+
+	if (fp) {
+		/* struct _fpx_sw_bytes sits at byte 464 of the fxsave image */
+		memcpy(&magic1, fp + 464, 4);
+		if (magic1 == 0x46505853u)       /* FP_XSTATE_MAGIC1 */
+			memcpy(&fpsize, fp + 468, 4);   /* extended_size */
+	}
+	fp_dst = (hi - fpsize) & ~(uintptr_t)63;          /* xrstor needs 64 */
+	uc_dst = (fp_dst - KERNEL_UCONTEXT_SIZE) & ~(uintptr_t)63;
+	if (fp)
+		memcpy((void *)fp_dst, fp, fpsize);
+	memcpy((void *)uc_dst, uc, KERNEL_UCONTEXT_SIZE);
+	c = (ucontext_t *)uc_dst;
+	c->uc_mcontext.fpregs = fp ? (struct _libc_fpstate *)fp_dst : NULL;
+	c->uc_mcontext.gregs[REG_RAX] = 0;
+	c->uc_mcontext.gregs[REG_RSP] = (greg_t)sp;
+	if (new_thread) {
+		c->uc_stack.ss_sp = NULL;
+		c->uc_stack.ss_size = 0;
+		c->uc_stack.ss_flags = SS_DISABLE;
+	}
+	return c;
+}
+
+long do_clone(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	unsigned long flags;
+	uintptr_t stack = 0;
+	void *child_uc = NULL, *parent_uc = NULL;
+	long ret;
+
+	if (!uc) {                  /* rewrite mode: the child needs a frame */
+		t->need_trap = true;
+		return 0;
+	}
+
+	switch (nr) {
+	case SYS_fork:
+		flags = SIGCHLD;
+		break;
+	case SYS_vfork:
+		flags = CLONE_VM | CLONE_VFORK | SIGCHLD;
+		break;
+	case SYS_clone:
+		flags = (unsigned long)a[0];
+		stack = (uintptr_t)a[1];
+		break;
+	default: {                              /* clone3 */
+		struct clone_args *ca = (struct clone_args *)a[0];
+		if ((unsigned long)a[1] < 64 || !ca)
+			return local_call(t, nr, a);    /* the kernel says why */
+		flags = ca->flags;
+		if (ca->stack)
+			stack = (uintptr_t)(ca->stack + ca->stack_size);
+		break;
+	}
+	}
+	if (stack) {
+		/* A stack of its own: the frame goes just below its top, memory the
+		 * child has not used yet. */
+		child_uc = frame_copy(uc, stack - 256, stack, (flags & (CLONE_VM | CLONE_VFORK)) == CLONE_VM);
+	} else if (flags & CLONE_VM) {
+		/* Our stack, shared: the frame goes to a buffer of ours.  The child
+		 * may overwrite the handler's frames, so a vfork parent leaves
+		 * through the same copy when the child has released it. */
+		child_uc = frame_copy(uc, (uintptr_t)t->frame + sizeof(t->frame),
+				      (uintptr_t)uc->uc_mcontext.gregs[REG_RSP], !(flags & CLONE_VFORK));
+		if (flags & CLONE_VFORK)
+			parent_uc = child_uc;
+	}
+	count(t, nr, &t->stats->local);
+	ret = sys_clone_resume(nr, a[0], a[1], a[2], a[3], a[4], child_uc, parent_uc);
+	if (ret == 0)
+		dt_fork_child();   /* a fork child: private memory, back here */
+	else if (flags & CLONE_VFORK)
+		dt_vfork_parent_resumed();
+	return ret;
+}
+
+long do_execve(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	(void)uc;
+	count(t, nr, &t->stats->local);
+	return env_execve(nr, a);
+}

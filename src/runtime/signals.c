@@ -1,0 +1,178 @@
+/* A detached thread's signal state: its handlers' returns, actions (SIGSYS
+ * is the runtime's), mask, alternate stack, and signals it sends itself. */
+#include "runtime/dispatch.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/syscall.h>
+
+extern char __start_detach_wait[], __stop_detach_wait[] DT_HIDDEN;
+
+long do_sigreturn(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	(void)a;
+	if (!uc) {                  /* rewrite mode: never here (trampoline.S) */
+		t->need_trap = true;
+		return 0;
+	}
+	/* The program's handler returns: its frame's ucontext is at the rsp of
+	 * the trapped rt_sigreturn; the siginfo follows the kernel ucontext. */
+	char *frame = (char *)uc->uc_mcontext.gregs[REG_RSP];
+	ucontext_t *app = (ucontext_t *)frame;
+	uintptr_t rip = (uintptr_t)app->uc_mcontext.gregs[REG_RIP];
+
+	/* A handler interrupted our wait for the proxy.  Its number is in the
+	 * frame's siginfo (do_sigaction makes sure the kernel writes one); a
+	 * handler installed behind our back (by a thread that is not detached)
+	 * may have none: then the proxy's call goes on, as under SA_RESTART. */
+	if (rip >= (uintptr_t)__start_detach_wait && rip < (uintptr_t)__stop_detach_wait) {
+		int signo = ((siginfo_t *)(frame + KERNEL_UCONTEXT_SIZE))->si_signo;
+		if (signo >= 1 && signo <= 64)
+			t->intr_signo = signo;
+	}
+	count(t, nr, &t->stats->local);
+	/* Resume the program's frame directly; ours is dropped.  The kernel
+	 * restores its mask and registers, as the handler's return would. */
+	sys_sigreturn_at(frame);
+}
+
+/* Signals whose handler the program installed without SA_SIGINFO and we
+ * installed with it: the kernel writes the siginfo into a handler's frame
+ * only with SA_SIGINFO, and do_sigreturn reads the signal number there.  A
+ * handler that takes one argument ignores the other two. */
+static _Atomic uint64_t siginfo_added;
+
+long do_sigaction(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	struct ksigaction act, *old = (struct ksigaction *)a[2];
+	uint64_t bit = a[0] >= 1 && a[0] <= 64 ? 1ull << (a[0] - 1) : 0;
+	bool added_before = atomic_load(&siginfo_added) & bit, add = false;
+	long b[6], ret;
+
+	(void)uc;
+	if ((unsigned long)a[3] != 8)
+		return forward(t, nr, a);               /* the kernel says EINVAL */
+	if (a[0] == SIGSYS) {
+		/* SIGSYS carries our traps: keep the program's wish, answer from it. */
+		count(t, nr, &t->stats->emulated);
+		if (old)
+			memcpy(old, &dt_app_sigsys, sizeof(dt_app_sigsys));
+		if (a[1])
+			memcpy(&dt_app_sigsys, (void *)a[1], sizeof(dt_app_sigsys));
+		return 0;
+	}
+	memcpy(b, a, sizeof(b));
+	if (a[1]) {
+		memcpy(&act, (void *)a[1], sizeof(act));
+		/* a handler that blocks SIGSYS would turn our next trap fatal */
+		act.mask &= ~SIGSYS_BIT;
+		add = act.handler != SIG_DFL && act.handler != SIG_IGN && !(act.flags & SA_SIGINFO);
+		if (add)
+			act.flags |= SA_SIGINFO;
+		b[1] = (long)&act;
+	}
+	ret = forward(t, nr, b);
+	if (ret < 0)
+		return ret;
+	if (old && added_before)
+		old->flags &= ~(unsigned long)SA_SIGINFO;
+	if (a[1]) {
+		if (add)
+			atomic_fetch_or(&siginfo_added, bit);
+		else
+			atomic_fetch_and(&siginfo_added, ~bit);
+	}
+	return ret;
+}
+
+/* SIGSYS carries our traps: Syscall User Dispatch kills a thread that traps
+ * with SIGSYS blocked.  So the detached thread never blocks it; the program
+ * is told what it asked for (t->app_blocks_sigsys) and a SIGSYS sent to it
+ * meanwhile goes to the program's handler through chain_app_sigsys. */
+long do_sigprocmask(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	/* In the trap handler the kernel's mask is the one the handler's
+	 * rt_sigreturn restores from the frame: the change goes there.  From the
+	 * trampoline (rewrite mode, no frame) it goes to the kernel directly. */
+	uint64_t real, *frame_mask = uc ? (uint64_t *)&uc->uc_sigmask : &real, cur, set;
+	const uint64_t never = SIGSYS_BIT | (1ull << (SIGKILL - 1)) | (1ull << (SIGSTOP - 1));
+	bool app = t->app_blocks_sigsys;
+
+	count(t, nr, &t->stats->local);
+	if (a[3] != 8)
+		return -EINVAL;
+	if (!uc)
+		sys_call4(SYS_rt_sigprocmask, SIG_BLOCK, NULL, &real, 8);
+	cur = *frame_mask;
+	if (a[1]) {
+		set = *(const uint64_t *)a[1];
+		switch (a[0]) {
+		case SIG_BLOCK:
+			cur |= set;
+			app = app || (set & SIGSYS_BIT);
+			break;
+		case SIG_UNBLOCK:
+			cur &= ~set;
+			app = app && !(set & SIGSYS_BIT);
+			break;
+		case SIG_SETMASK:
+			cur = set;
+			app = set & SIGSYS_BIT;
+			break;
+		default:
+			return -EINVAL;
+		}
+	}
+	if (a[2])
+		*(uint64_t *)a[2] = *frame_mask | (t->app_blocks_sigsys ? SIGSYS_BIT : 0);
+	*frame_mask = cur & ~never;
+	t->app_blocks_sigsys = app;
+	if (!uc)
+		sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &real, NULL, 8);
+	return 0;
+}
+
+long do_sigaltstack(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	/* rt_sigreturn also restores the alternate stack from the frame: set it
+	 * here (for the checks and the old value) and in the frame. */
+	long ret = local_call(t, nr, a);
+
+	if (ret == 0 && a[0] && uc)
+		sys_call2(SYS_sigaltstack, NULL, &uc->uc_stack);
+	return ret;
+}
+
+long do_sigsuspend(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	uint64_t set;
+	long b[6];
+
+	(void)uc;
+	memcpy(b, a, sizeof(b));
+	if (a[0] && a[1] == 8) {
+		set = *(const uint64_t *)a[0] & ~SIGSYS_BIT;
+		b[0] = (long)&set;
+	}
+	return local_call(t, nr, b);
+}
+
+
+long do_kill(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	(void)uc;
+	if (a[0] == dt_cfg.pid || a[0] == 0)
+		return local_call(t, nr, a);
+	return forward(t, nr, a);
+}
+
+long do_thread_signal(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	long tid = nr == SYS_tkill ? a[0] : a[1];
+
+	(void)uc;
+	if (tid == t->tid)
+		return local_call(t, nr, a);
+	return forward(t, nr, a);
+}

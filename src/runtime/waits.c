@@ -1,0 +1,84 @@
+/* Waits of a detached thread: pure sleeps are served in user space against
+ * the TSC (clock.c); waits on descriptors are forwarded with the thread's
+ * signal mask applied for their length. */
+#include "runtime/dispatch.h"
+
+#include <string.h>
+#include <sys/syscall.h>
+
+/* Pure sleeps: served by clock.c; anything with descriptors is forwarded. */
+long do_sleep(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	(void)uc;
+	if (t->observed)
+		return forward(t, nr, a);
+	switch (nr) {
+	case SYS_clock_nanosleep:
+		if (!timed_wait_clock_ok((clockid_t)a[0]))
+			return forward(t, nr, a);
+		count(t, nr, &t->stats->emulated);
+		return timed_sleep(t, (clockid_t)a[0], (int)a[1], (const struct timespec *)a[2],
+				   (struct timespec *)a[3]);
+	case SYS_nanosleep:
+		count(t, nr, &t->stats->emulated);
+		return timed_sleep(t, CLOCK_MONOTONIC, 0, (const struct timespec *)a[0], (struct timespec *)a[1]);
+	case SYS_select:
+		if (a[0] != 0 && (a[1] || a[2] || a[3]))
+			return forward(t, nr, a);
+		count(t, nr, &t->stats->emulated);
+		return timed_select(t, (struct timeval *)a[4]);
+	case SYS_poll:
+		if (a[1] != 0)
+			return forward(t, nr, a);
+		count(t, nr, &t->stats->emulated);
+		return timed_poll(t, (int)a[2]);
+	}
+	return forward(t, nr, a);
+}
+
+/* ppoll, pselect6, epoll_pwait(2): the mask is the detached thread's for the
+ * length of the wait; the proxy keeps its own (all blocked) and the wait is
+ * interrupted the usual way when a handler runs here.  ppoll and pselect6
+ * without descriptors are sleeps, served here like nanosleep. */
+long do_masked_wait(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	struct { const uint64_t *ss; size_t len; } psel, *pa = NULL;
+	const uint64_t *mask;
+	uint64_t m, old;
+	long b[6], ret;
+
+	(void)uc;
+	if (nr == SYS_pselect6) {
+		pa = (void *)a[5];
+		mask = pa && pa->len == 8 ? pa->ss : NULL;
+	} else {
+		int i = nr == SYS_ppoll ? 3 : 4;
+		mask = a[i + 1] == 8 ? (const uint64_t *)a[i] : NULL;
+	}
+	bool sleep = !t->observed &&
+		     ((nr == SYS_ppoll && a[1] == 0) || (nr == SYS_pselect6 && (a[0] == 0 || !(a[1] || a[2] || a[3]))));
+
+	if (!sleep && (!mask || t->depth > 0 || t->observed))
+		return forward(t, nr, a);
+	if (sleep) {
+		count(t, nr, &t->stats->emulated);
+	} else {
+		/* the proxy waits with its own mask: the call goes without one */
+		memcpy(b, a, sizeof(b));
+		if (nr == SYS_pselect6) {
+			psel.ss = NULL;
+			psel.len = 8;
+			b[5] = (long)&psel;
+		} else {
+			b[nr == SYS_ppoll ? 3 : 4] = 0;
+		}
+	}
+	if (mask) {
+		m = *mask & ~SIGSYS_BIT;
+		sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &m, &old, 8);
+	}
+	ret = sleep ? timed_ppoll(t, (struct timespec *)(nr == SYS_ppoll ? a[2] : a[4])) : forward(t, nr, b);
+	if (mask)
+		sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, 8);
+	return ret;
+}

@@ -175,7 +175,7 @@ int intercept_arm(struct dt_thread *t) DT_HIDDEN;
 void intercept_disarm(struct dt_thread *t) DT_HIDDEN;
 void intercept_set_restart(bool restart) DT_HIDDEN;
 
-/* syscalls.c: one call of a detached thread; uc is its signal context. */
+/* dispatch.c: one call of a detached thread; uc is its signal context. */
 long dt_dispatch(struct dt_thread *t, long nr, long a[6], ucontext_t *uc) DT_HIDDEN;
 
 /* clock.c: timed waits served in user space */

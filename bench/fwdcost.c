@@ -3,7 +3,8 @@
  * Times N back-to-back calls with the TSC, one sample per call: getppid
  * (the round trip alone) and write of 4 KiB to /dev/null (a call with a
  * payload).  Run it plain for the native cost, under `detach run` for the
- * forwarded one; tools/fwdcost.py runs the configurations interleaved.
+ * forwarded one; detach-fwdcost (tools/detach_tools/fwdcost.py) runs the
+ * configurations interleaved.
  *
  *   fwdcost [-n SAMPLES] [-c CPU] [--json FILE]
  */

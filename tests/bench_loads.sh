@@ -6,11 +6,12 @@
 for t in fio iperf3 taskset gcc make; do
 	command -v $t >/dev/null || { echo "$t missing: run make deps"; exit 1; }
 done
+bench_py() { PYTHONPATH="$ROOT/tools" "$PY" -m detach_tools bench "$@"; }
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 tmpdirs() { ls -d /tmp/detach-bench-build-* /var/tmp/detach-bench-io-* 2>/dev/null | sort; }
 before=$(tmpdirs)
 
-"$PY" "$ROOT/tools/bench.py" --quick --load idle,build,io --check-loads 3 >"$out" 2>&1
+bench_py --quick --load idle,build,io --check-loads 3 >"$out" 2>&1
 rc=$?
 [ $rc -eq 0 ] || { fail "check-loads exit $rc"; tail -20 "$out"; }
 "$PY" - "$out" <<'PYEOF' || fail "load report"
@@ -45,5 +46,5 @@ PYEOF
 # temporary trees are removed
 left=$(comm -13 <(echo "$before") <(tmpdirs))
 [ -z "$left" ] || fail "temporary load directories left: $left"
-check "unknown load is refused" 2 "$PY" "$ROOT/tools/bench.py" --load nosuch --check-loads 1
+check "unknown load is refused" 2 bench_py --load nosuch --check-loads 1
 done_tests

@@ -27,13 +27,16 @@ if [ ${#missing[@]} -gt 0 ]; then
 	apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends $(printf '%s\n' "${missing[@]}" | sort -u) >/dev/null
 fi
 
-# The Python side (bench orchestration, tables, plots) lives in a venv under build/.
+# The Python side (bench orchestration, tables, plots) lives in a venv under
+# build/: the packages of tools/requirements.txt and tools/detach_tools itself,
+# editable (the venv runs this tree's code; its console scripts detach-bench,
+# detach-latency, detach-fwdcost land in build/venv/bin).
 venv=build/venv
-if [ -f tools/requirements.txt ]; then
-	if [ ! -x $venv/bin/python ] || ! cmp -s tools/requirements.txt $venv/requirements.txt; then
-		echo "install-deps: python venv in $venv"
-		/usr/bin/python3 -m venv $venv
-		$venv/bin/pip install -q --disable-pip-version-check -r tools/requirements.txt
-		cp tools/requirements.txt $venv/requirements.txt
-	fi
+venv_stamp() { cat tools/requirements.txt tools/pyproject.toml; }
+if [ ! -x $venv/bin/python ] || ! venv_stamp | cmp -s - $venv/installed.stamp; then
+	echo "install-deps: python venv in $venv"
+	/usr/bin/python3 -m venv $venv
+	$venv/bin/pip install -q --disable-pip-version-check -r tools/requirements.txt
+	$venv/bin/pip install -q --disable-pip-version-check -e tools
+	venv_stamp > $venv/installed.stamp
 fi

@@ -1,13 +1,11 @@
-#!/usr/bin/env python3
 """Cost of a forwarded system call: native vs detached (spin and adaptive
 proxy), interleaved in one run, repeated.  Reads bench/fwdcost JSON only.
 
-    tools/fwdcost.py [--repeat N] [--samples N] [--cpu CPU] [--mode MODE ...] [--out DIR]
+    python3 -m detach_tools fwdcost [--repeat N] [--samples N] [--cpu CPU] [--mode MODE ...] [--out DIR]
 """
 import argparse, json, os, subprocess, sys, tempfile, time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BUILD = os.path.join(ROOT, "build")
+from . import paths
 
 
 def pct(sorted_v, p):
@@ -16,15 +14,15 @@ def pct(sorted_v, p):
     return sorted_v[k]
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="detach-fwdcost", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--samples", type=int, default=100000)
     ap.add_argument("--cpu", type=int, default=os.cpu_count() - 1)
     ap.add_argument("--mode", action="append", default=None,
                     help="detach --mode values to compare (default: sud)")
     ap.add_argument("--out", default=None, help="keep the raw JSON here")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if os.cpu_count() < 2:
         sys.exit("fwdcost: error: needs 2 CPUs")
     modes = a.mode or ["sud"]
@@ -33,7 +31,7 @@ def main():
         configs += [(f"{m}-spin", m, "spin"), (f"{m}-adaptive", m, "adaptive")]
     out = a.out or tempfile.mkdtemp(prefix="fwdcost.")
     os.makedirs(out, exist_ok=True)
-    fw = os.path.join(BUILD, "bench", "fwdcost")
+    fw = paths.program("fwdcost")
     cycles = {c[0]: {"getppid": [], "write4k": []} for c in configs}
     hz = None
     for rep in range(a.repeat):
@@ -43,7 +41,7 @@ def main():
             if mode is None:
                 cmd[1:1] = ["-c", str(a.cpu)]
             else:
-                cmd = [os.path.join(BUILD, "detach"), "run", "-c", str(a.cpu), "--mode", mode,
+                cmd = [paths.detach_bin(), "run", "-c", str(a.cpu), "--mode", mode,
                        "--proxy", proxy, "--"] + cmd
             r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             if r.returncode:
@@ -68,4 +66,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

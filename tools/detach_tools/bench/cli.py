@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """detach bench: reproduce the paper's evaluation (FWQ and the control loop
 under idle, build and I/O load) on this machine.  Run through `detach bench`
 or `make bench`; see docs/bench.md."""
@@ -9,15 +8,10 @@ import signal
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from bench import loads as L          # noqa: E402
-from bench import report, run         # noqa: E402
-from bench.util import BenchError, err, online_cpus, parse_cpulist   # noqa: E402
-
-
-def root_dir():
-    return os.environ.get("DETACH_ROOT") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from . import loads as L
+from . import report, run
+from .util import BenchError, err, online_cpus, parse_cpulist
+from .. import paths
 
 
 def pick(kind, s, valid):
@@ -95,7 +89,7 @@ def parse(argv):
     except ValueError:
         raise BenchError(f"malformed CPU list '{a.housekeeping}'", "a CPU list looks like 0 or 0-2,4")
     if not a.out:
-        a.out = os.path.join(root_dir(), "results", time.strftime("%Y%m%d-%H%M%S"))
+        a.out = os.path.join(paths.results_base(), time.strftime("%Y%m%d-%H%M%S"))
     return a
 
 
@@ -139,8 +133,9 @@ def interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def main(argv):
-    root = root_dir()
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    root = paths.source_root()
     # Ctrl-C, TERM and HUP all stop the loads, restore state and keep the
     # results so far; SIGINT explicitly, since a background job inherits it
     # ignored.
@@ -167,4 +162,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 
 from . import loads as L
 from . import report, system
+from .. import paths
 from .util import (BenchError, descendants, fmt_dur, format_cpulist, online_cpus, read,
                    runnable_on, warn)
 
@@ -38,8 +39,7 @@ class Bench:
     def __init__(self, args, root):
         self.a = args
         self.root = root
-        self.bin = os.path.join(root, "build")
-        self.detach = os.environ.get("DETACH_BIN") or os.path.join(self.bin, "detach")
+        self.detach = paths.detach_bin()
         self.restorer = system.Restorer()
         self.cells = []
         self.loads_out = {}
@@ -90,7 +90,7 @@ class Bench:
 
     # -- one cell --------------------------------------------------------------
     def command(self, prog, cfg, out):
-        exe = os.path.join(self.bin, "bench", prog)
+        exe = paths.program(prog)
         n = self.a.samples_fwq if prog == "fwq" else self.a.samples_ctl
         cmd = [exe, "--samples", str(n), "--json", out, "--quiet"]
         if prog == "fwq":
@@ -211,7 +211,7 @@ class Bench:
     # -- the whole run -----------------------------------------------------------
     def setup(self):
         for prog in self.a.programs:
-            exe = os.path.join(self.bin, "bench", prog)
+            exe = paths.program(prog)
             if not os.access(exe, os.X_OK):
                 raise BenchError(f"{exe} is missing", "run 'make' first")
         need = ["chrt", "taskset"]
@@ -243,7 +243,7 @@ class Bench:
     def calibrate(self):
         """The FWQ work loop count, once, so that every cell does the same work."""
         with tempfile.NamedTemporaryFile(suffix=".json") as t:
-            cmd = [os.path.join(self.bin, "bench", "fwq"), "-c", str(self.cpu), "--samples",
+            cmd = [paths.program("fwq"), "-c", str(self.cpu), "--samples",
                    "20", "--warmup", "5", "--quantum", str(self.a.quantum), "--quiet",
                    "--json", t.name]
             if self.a.loops:

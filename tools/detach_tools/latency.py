@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 """Wake-up latency of unmodified cyclictest and oslat (rt-tests), plain and
 detached, against the floor of the isolated CPU: issue 4, "What it must show".
 
-    tools/latency.py [--quick] [--rounds N] [--loops N] [--seconds S] [--cpu CPU] [--out DIR]
+    python3 -m detach_tools latency [--quick] [--rounds N] [--loops N] [--seconds S] [--cpu CPU] [--out DIR]
 
 Runs, interleaved in one run and in the `detach isolate` partition, ROUNDS
 rounds of four configurations on the measured CPU:
@@ -27,8 +26,9 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DETACH = os.path.join(ROOT, "build", "detach")
+from . import paths
+
+DETACH = paths.detach_bin()
 PARTITION = "detach"             # src/lib/partition.h PARTITION_NAME
 RT_RUNTIME = "/proc/sys/kernel/sched_rt_runtime_us"
 PREEMPT = "/sys/kernel/debug/sched/preempt"
@@ -94,7 +94,8 @@ def parse_cpulist(s):
 
 
 def other_benchmarks():
-    r = subprocess.run(["pgrep", "-f", "tools/bench.py"], stdout=subprocess.PIPE, text=True)
+    # `detach bench` runs `python -m detach_tools bench`; detach-bench is the console script.
+    r = subprocess.run(["pgrep", "-f", "detach_tools bench|detach-bench"], stdout=subprocess.PIPE, text=True)
     return r.stdout.split()
 
 
@@ -103,9 +104,9 @@ def wait_for_quiet(max_s, poll_s=30):
     t0 = time.monotonic()
     while other_benchmarks():
         if time.monotonic() - t0 > max_s:
-            die(f"tools/bench.py is still running after {max_s // 60} minutes",
+            die(f"detach bench is still running after {max_s // 60} minutes",
                 "wait for it to finish, or pass --no-wait at your own risk")
-        say(f"tools/bench.py is running (pid {' '.join(other_benchmarks())}); "
+        say(f"detach bench is running (pid {' '.join(other_benchmarks())}); "
             f"waiting, polling every {poll_s} s")
         time.sleep(poll_s)
 
@@ -342,7 +343,7 @@ class Runner:
                    loc_interrupts=(loc1 - loc0) if loc0 is not None and loc1 is not None else None)
         others = other_benchmarks()
         if others:
-            rec["contaminated"] = f"tools/bench.py ran meanwhile (pid {' '.join(others)})"
+            rec["contaminated"] = f"detach bench ran meanwhile (pid {' '.join(others)})"
         if rc != 0:
             rec["error"] = f"exit status {rc}: {read(base + '.log')[-400:]}"
             return rec
@@ -539,8 +540,8 @@ def summary(a, runs, info_before, info_during, partition_note, started, finished
     return "\n".join(L) + "\n"
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="detach-latency", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 5; --quick 2)")
     ap.add_argument("--loops", type=int, default=None,
                     help="cyclictest wake-ups per run, 1 ms apart (default 10000; --quick 2000)")
@@ -550,8 +551,8 @@ def main():
     ap.add_argument("--out", default=None, help="output directory (default results/latency-<time>)")
     ap.add_argument("--quick", action="store_true", help="a ~30-second smoke run")
     ap.add_argument("--no-wait", action="store_true",
-                    help="do not wait for a running tools/bench.py (it shares CPU and partition)")
-    a = ap.parse_args()
+                    help="do not wait for a running detach bench (it shares CPU and partition)")
+    a = ap.parse_args(argv)
     a.rounds = a.rounds or (2 if a.quick else 5)
     a.loops = a.loops or (2000 if a.quick else 10000)
     a.seconds = a.seconds or (2 if a.quick else 10)
@@ -566,7 +567,7 @@ def main():
             die(f"{tool} not found", "tools/install-deps.sh (apt package rt-tests)")
     if not os.access(DETACH, os.X_OK):
         die(f"{DETACH} not found", "run make first")
-    a.out = os.path.abspath(a.out or os.path.join(ROOT, "results", "latency-" + time.strftime("%Y%m%d-%H%M%S")))
+    a.out = os.path.abspath(a.out or os.path.join(paths.results_base(), "latency-" + time.strftime("%Y%m%d-%H%M%S")))
     os.makedirs(a.out, exist_ok=True)
     if not a.no_wait:
         wait_for_quiet(40 * 60)
@@ -629,4 +630,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

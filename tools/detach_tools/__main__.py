@@ -1,0 +1,30 @@
+"""python3 -m detach_tools TOOL [OPTIONS]: runs one of the tools."""
+import sys
+
+USAGE = ("usage: python3 -m detach_tools {bench,latency,fwdcost} [OPTIONS]\n"
+         "  bench     the paper's evaluation (what `detach bench` runs)\n"
+         "  latency   cyclictest and oslat, plain vs detached vs floor\n"
+         "  fwdcost   cost of a forwarded system call, native vs detached\n")
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        sys.stdout.write(USAGE)
+        return 0 if argv else 2
+    tool, rest = argv[0], argv[1:]
+    if tool == "bench":
+        from .bench.cli import main as run
+    elif tool == "latency":
+        from .latency import main as run
+    elif tool == "fwdcost":
+        from .fwdcost import main as run
+    else:
+        sys.stderr.write(f"detach_tools: error: unknown tool '{tool}'\n"
+                         "NOTE: choose bench, latency or fwdcost\n")
+        return 2
+    return run(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -13,6 +13,10 @@ CFLAGS   ?= -O2 -g
 CFLAGS   += $(WARN) -std=gnu11 -D_GNU_SOURCE -fPIC -Iinclude -Isrc \
             -DDETACH_VERSION='"$(VERSION)"' -MMD -MP
 LDLIBS   += -lm -lpthread
+# libtracefs/libtraceevent (src/lib/trace.c): for the command, benchmarks and
+# tests, never for the preloaded runtime.
+TRACE_CFLAGS := $(shell pkg-config --cflags libtracefs 2>/dev/null)
+TRACE_LIBS   := $(shell pkg-config --libs libtracefs 2>/dev/null || echo -ltracefs -ltraceevent)
 
 ifeq ($(V),1)
 Q :=
@@ -61,6 +65,8 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
 
+$(BUILD)/src/lib/trace.o: CFLAGS += $(TRACE_CFLAGS)
+
 $(BUILD)/src/runtime/%.o: src/runtime/%.c
 	$(call msg,CC,$<)
 	@mkdir -p $(dir $@)
@@ -82,17 +88,17 @@ $(RT_SO): $(RT_OBJ) $(LIBUTIL) src/runtime/libdetach.map
 
 $(CLI): $(CLI_OBJ) $(LIBUTIL)
 	$(call msg,LD,$@)
-	$(Q)$(CC) -o $@ $(CLI_OBJ) $(LIBUTIL) $(LDLIBS)
+	$(Q)$(CC) -o $@ $(CLI_OBJ) $(LIBUTIL) $(TRACE_LIBS) $(LDLIBS)
 
 $(BUILD)/bench/% $(BUILD)/tests/% $(BUILD)/examples/%: $(LIBUTIL)
 $(BUILD)/bench/%: bench/%.c $(LIBUTIL)
 	$(call msg,CC,$<)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIBUTIL) $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIBUTIL) $(TRACE_LIBS) $(LDLIBS)
 $(BUILD)/tests/%: tests/%.c $(LIBUTIL) $(wildcard tests/*.h)
 	$(call msg,CC,$<)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIBUTIL) $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIBUTIL) $(TRACE_LIBS) $(LDLIBS)
 # Examples use the public API only, linked against the runtime as a user's
 # program would be (found beside them through the rpath).
 # tests/api_*.c exercise the public API, linked like an example.

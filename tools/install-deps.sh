@@ -13,6 +13,10 @@ for pair in "${need[@]}"; do
 	command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
 done
 dpkg -s python3-venv >/dev/null 2>&1 || missing+=(python3-venv)
+# src/lib/trace.c reads the kernel's trace through these libraries.
+for pkg in libtracefs-dev libtraceevent-dev pkg-config; do
+	dpkg -s $pkg >/dev/null 2>&1 || missing+=($pkg)
+done
 if [ ${#missing[@]} -gt 0 ]; then
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "install-deps: missing packages: ${missing[*]}" >&2

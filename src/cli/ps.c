@@ -2,7 +2,8 @@
  * statistics each runtime publishes in REGISTRY_DIR/<pid>. */
 #include "cli/cli.h"
 #include "lib/contract.h"
-#include "runtime/runtime.h"
+#include "lib/registry.h"
+#include "lib/util.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,0 +1,48 @@
+/* The registry: the statistics a running program's runtime publishes in
+ * shared memory, one file REGISTRY_DIR/<pid> (lib/contract.h) holding one
+ * struct dt_registry, written by the runtime (src/runtime/stats.c) and read
+ * by `detach ps`.  The layout is the interface between them: REGISTRY_MAGIC
+ * names its version; change the magic with the layout. */
+#ifndef DETACH_LIB_REGISTRY_H
+#define DETACH_LIB_REGISTRY_H
+
+#include <stdint.h>
+
+#define DT_MAX_THREADS 64         /* detached threads per process */
+#define DT_NR_SYSCALLS 512        /* per-syscall counters; x86-64 numbers stay below */
+
+/* The kernel's own per-thread figures (/proc/self/task/TID/stat, status). */
+struct kernel_counters {
+	uint64_t minflt, majflt, vol_switches, invol_switches;
+};
+struct dt_thread_stats {
+	volatile int32_t tid;           /* 0: slot free */
+	int32_t cpu;
+	int32_t proxy_tid;
+	volatile int32_t state;         /* 1 detached, 0 attached again (dt_attach) */
+	volatile uint64_t forwarded;    /* carried out by the proxy */
+	volatile uint64_t local;        /* run on the detached thread itself */
+	volatile uint64_t emulated;     /* answered without the kernel */
+	volatile uint64_t traps;        /* Syscall User Dispatch traps at program sites */
+	volatile uint64_t retraps;      /* rewrite mode: calls sent to the trap path on purpose */
+	volatile uint64_t sites_rewritten;
+	volatile uint64_t sites_refused; /* left trapping: vDSO, red zone, cache line */
+	volatile uint64_t traps_refused; /* traps at those sites (rewrite mode) */
+	volatile uint64_t per_nr[DT_NR_SYSCALLS];
+	struct kernel_counters at_detach;   /* the kernel's figures when detached */
+	struct kernel_counters at_exit;     /* ... and when it exited or attached */
+	volatile int32_t ended;             /* at_exit is valid */
+};
+
+#define REGISTRY_MAGIC 0x31484354454400ull   /* "DETACH1" */
+struct dt_registry {
+	uint64_t magic;
+	int32_t pid;
+	int32_t nthreads;
+	char mode[16];
+	char proxy[16];
+	char comm[32];
+	struct dt_thread_stats threads[DT_MAX_THREADS];
+};
+
+#endif

@@ -7,7 +7,9 @@ cd "$(dirname "$0")/.."
 # command -> Debian package
 need=(gcc:gcc make:make bc:bc python3:python3 timeout:coreutils
       cyclictest:rt-tests oslat:rt-tests stress-ng:stress-ng fio:fio iperf3:iperf3
-      chrt:util-linux taskset:util-linux)
+      chrt:util-linux taskset:util-linux
+      mpirun.openmpi:openmpi-bin mpicc.openmpi:libopenmpi-dev
+      mpirun.mpich:mpich mpicc.mpich:libmpich-dev)
 missing=()
 for pair in "${need[@]}"; do
 	command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")

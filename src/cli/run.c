@@ -2,6 +2,7 @@
  * preloaded.  The command itself changes no system state: the runtime, in
  * the program, pins, locks and detaches its first thread (src/runtime/init.c). */
 #include "cli/cli.h"
+#include "cli/mpi_rank.h"
 #include "lib/contract.h"
 #include "lib/partition.h"
 #include "lib/util.h"
@@ -27,6 +28,7 @@ struct run_opts {
 	const char *mode;
 	const char *proxy;       /* NULL: chosen by the runtime's default rule */
 	bool verbose;
+	bool oversubscribe;      /* MPI ranks beyond the detached CPUs run undetached */
 };
 
 static int usage(int status)
@@ -62,12 +64,20 @@ static int usage(int status)
 "                          (the N-th thread it creates), name:GLOB (a thread that\n"
 "                          names itself so), pinned (a thread pinned to exactly\n"
 "                          one CPU of -c); each chosen thread takes a CPU of -c\n"
+"      --oversubscribe     as an MPI rank (mpirun -np N detach run ...), run the\n"
+"                          ranks beyond the CPUs of -c undetached (with one\n"
+"                          warning) instead of refusing; docs/mpi.md\n"
 "  -v, --verbose           the runtime reports what it sets up\n"
 "  -h, --help              this text\n"
 "\n"
 "Exit status: that of CMD (128+N if it was killed by signal N, as a shell\n"
 "reports it); 127 if CMD is not found, 126 if it cannot be executed, 2 for\n"
-"bad usage, 1 for other errors.\n");
+"bad usage, 1 for other errors.\n"
+"\n"
+"As an MPI rank (the launcher sets OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID,\n"
+"PMI_LOCAL_RANK or SLURM_LOCALID) each rank detaches on its own CPU of -c (or\n"
+"the partition, or all CPUs but the last): the core the launcher bound it to,\n"
+"else by local rank; proxies and MPI's own threads on -H (default: the rest).\n");
 	return status;
 }
 
@@ -281,6 +291,18 @@ static void warn_risks(const struct run_opts *o, int first_cpu)
 		cli_warn("--proxy spin on the single housekeeping CPU keeps it busy for the program's lifetime");
 }
 
+/* An MPI rank left without a detached CPU (--oversubscribe): the program as
+ * is, kept off every detached CPU. */
+static int run_undetached(const cpu_set_t *housekeeping, char **cmd)
+{
+	if (sched_setaffinity(0, sizeof(*housekeeping), housekeeping))
+		cli_warn("cannot move the undetached rank to the housekeeping CPUs: %s", strerror(errno));
+	execvp(cmd[0], cmd);
+	int err = errno;
+	cli_err("%s: %s", cmd[0], strerror(err));
+	return err == ENOENT ? 127 : 126;
+}
+
 static int run_main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -293,6 +315,7 @@ static int run_main(int argc, char **argv)
 		{ "proxy", required_argument, NULL, 'p' },
 		{ "select", required_argument, NULL, 's' },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "oversubscribe", no_argument, NULL, 'O' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -313,6 +336,13 @@ static int run_main(int argc, char **argv)
 	if (env_mode && (!strcmp(env_mode, "sud") || !strcmp(env_mode, "rewrite") || !strcmp(env_mode, "auto")))
 		o.mode = env_mode;
 	CPU_OR(&allowed, &own, have_part ? &part.cpus : &own);
+	/* An MPI rank may use the node's CPUs, not only the core it was bound to. */
+	struct mpi_rank rank;
+	bool is_rank = mpi_rank_find(&rank) == 0;
+	if (is_rank) {
+		mpi_node_cpus(&own);
+		CPU_OR(&allowed, &own, have_part ? &part.cpus : &own);
+	}
 	optind = 1;
 	/* '+': stop at the first non-option, the command. */
 	while ((c = getopt_long(argc, argv, "+c:H:P:s:vh", longopts, NULL)) != -1) {
@@ -347,6 +377,7 @@ static int run_main(int argc, char **argv)
 			select = optarg;
 			break;
 		case 'v': o.verbose = true; break;
+		case 'O': o.oversubscribe = true; break;
 		case 'h': return usage(0);
 		default:
 			cli_note("'detach run --help' lists the options");
@@ -370,7 +401,25 @@ static int run_main(int argc, char **argv)
 	if (cpu_arg) {
 		if (parse_cpus("--cpu", cpu_arg, &o.cpus, &allowed))
 			return EXIT_USAGE;
-	} else {
+	}
+	if (hk_arg && parse_cpus("--housekeeping", hk_arg, &o.housekeeping, &allowed))
+		return EXIT_USAGE;
+	if (is_rank) {
+		struct mpi_place_in in = { cpu_arg ? &o.cpus : NULL, hk_arg ? &o.housekeeping : NULL,
+					   have_part ? &part.cpus : NULL, &allowed, o.oversubscribe };
+		int cpu;
+		switch (mpi_rank_place(&rank, &in, &cpu, &o.housekeeping)) {
+		case MPI_PLACE_REFUSED:
+			return EXIT_USAGE;
+		case MPI_PLACE_UNDETACHED:
+			return run_undetached(&o.housekeeping, argv + optind);
+		case MPI_PLACE_DETACHED:
+			CPU_ZERO(&o.cpus);
+			CPU_SET(cpu, &o.cpus);
+			hk_arg = "";
+			break;
+		}
+	} else if (!cpu_arg) {
 		/* the partition's first CPU, else the last one we may use */
 		int cpu = have_part ? cpuset_nth(&part.cpus, 0) : -1;
 		for (int i = 0; cpu < 0 && i < CPU_SETSIZE; i++)
@@ -381,8 +430,6 @@ static int run_main(int argc, char **argv)
 	}
 	if (hk_arg) {
 		cpu_set_t both;
-		if (parse_cpus("--housekeeping", hk_arg, &o.housekeeping, &allowed))
-			return EXIT_USAGE;
 		CPU_AND(&both, &o.housekeeping, &o.cpus);
 		if (CPU_COUNT(&both)) {
 			cli_err("CPU %s is both detached (-c) and housekeeping (-H)", cpulist_format(&both, buf, sizeof(buf)));

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Description: MPI ranks under detach (Open MPI and MPICH from Debian, their
+# default binding): an MPI program (barrier, allreduce, ring, MPI_Wtime)
+# prints the same and exits the same natively and detached, over shared
+# memory and over TCP; with -c 1 and 2 ranks, the rank that gets CPU 1 runs
+# there (the kernel's last CPU), its writes are the proxy's (syscw), MPI's
+# own threads and the other rank stay off CPU 1; too many ranks is one error
+# naming the numbers; `mpirun -np 1 detach run -- app` works unaided.
+# Timeout: 240
+. "$(dirname "$0")/lib.sh"
+t_need_cpus 2
+for c in mpicc.openmpi mpirun.openmpi mpicc.mpich mpirun.mpich; do
+	command -v $c >/dev/null || t_skip "$c is missing (tools/install-deps.sh installs Open MPI and MPICH)"
+done
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1   # CI runs as root
+src=$(dirname "$0")/mpi/collectives.c
+mpicc.openmpi -O2 -o "$T_TMP/app-openmpi" "$src" || t_fail "mpicc.openmpi"
+mpicc.mpich -O2 -o "$T_TMP/app-mpich" "$src" || t_fail "mpicc.mpich"
+
+# launcher IMPL: the mpirun command line for 2 ranks on this machine
+launcher() {
+	case $1 in
+	# Open MPI counts 2 slots on this VM only with --oversubscribe
+	openmpi) echo "mpirun.openmpi --oversubscribe" ;;
+	mpich) echo "mpirun.mpich" ;;
+	esac
+}
+
+# check_evidence DIR RANK: the detached rank's own file
+check_detached() {
+	local f=$1/rank-$2.txt what=$3
+	[ -f "$f" ] || { t_fail "$what: no evidence from rank $2"; return; }
+	local cpu syscw pcpu psyscw
+	cpu=$(awk '$1=="cpu"{print $2}' "$f"); syscw=$(awk '$1=="syscw"{print $2}' "$f")
+	pcpu=$(awk '$1=="proxy_cpu"{print $2}' "$f"); psyscw=$(awk '$1=="proxy_syscw"{print $2}' "$f")
+	echo "$what: rank $2 on CPU $cpu, its syscw +$syscw; proxy on CPU $pcpu, syscw +$psyscw"
+	[ "$cpu" = 1 ] || t_fail "$what: rank $2's first thread last ran on CPU $cpu, not 1"
+	[ "$syscw" = 0 ] || t_fail "$what: rank $2's first thread wrote itself ($syscw)"
+	[ "${psyscw:--1}" -ge 1000 ] || t_fail "$what: the proxy wrote only $psyscw times"
+	[ "$pcpu" != 1 ] || t_fail "$what: the proxy ran on the detached CPU"
+	# every other thread (proxy, MPI's progress and PMIx threads) off CPU 1
+	while read -r _ tid _ allowed; do
+		python3 - "$allowed" <<'PY' || t_fail "$what: rank $2's thread $tid may run on CPU 1 ($allowed)"
+import sys
+cpus = set()
+for part in sys.argv[1].split(","):
+    a, _, b = part.partition("-")
+    cpus.update(range(int(a), int(b or a) + 1))
+sys.exit(1 in cpus)
+PY
+	done < <(grep '^thread ' "$f")
+}
+
+for impl in openmpi mpich; do
+	app=$T_TMP/app-$impl
+	mpirun=$(launcher $impl)
+	for transport in shm tcp; do
+		what="$impl/$transport"
+		case $impl/$transport in
+		openmpi/shm) env=(OMPI_MCA_btl=self,vader) ;;
+		openmpi/tcp) env=(OMPI_MCA_btl=self,tcp OMPI_MCA_pml=ob1) ;;
+		mpich/shm) env=(MPIR_CVAR_NOLOCAL=0) ;;
+		mpich/tcp) env=(MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self) ;;
+		esac
+		d=$T_TMP/$impl-$transport; mkdir -p "$d/ev"
+		env "${env[@]}" $mpirun -np 2 "$app" - 5 >"$d/native.out" 2>"$d/native.err"; rc_n=$?
+		env "${env[@]}" $mpirun -np 2 "$DETACH" run -c 1 --oversubscribe -- "$app" - 5 \
+			>"$d/detached.out" 2>"$d/detached.err"; rc_d=$?
+		echo "$what: exit native $rc_n, detached $rc_d"
+		[ $rc_n -eq $rc_d ] || t_fail "$what: exit status $rc_d detached, $rc_n native"
+		grep -q "^ranks 2" "$d/native.out" || t_fail "$what: the native run printed no result"
+		cmp -s "$d/native.out" "$d/detached.out" || { t_fail "$what: outputs differ"; diff "$d/native.out" "$d/detached.out"; }
+		# one warning names the undetached rank
+		[ "$(grep -c 'runs undetached' "$d/detached.err")" = 1 ] || t_fail "$what: not one oversubscribe warning"
+		env "${env[@]}" $mpirun -np 2 "$DETACH" run -c 1 --oversubscribe -- "$app" "$d/ev" >/dev/null 2>&1 ||
+			t_fail "$what: the detached run with evidence failed"
+		check_detached "$d/ev" 1 "$what"
+		c0=$(awk '$1=="cpu"{print $2}' "$d/ev/rank-0.txt" 2>/dev/null)
+		p0=$(awk '$1=="proxy"{print $2}' "$d/ev/rank-0.txt" 2>/dev/null)
+		[ "$c0" = 0 ] && [ "$p0" = 0 ] || t_fail "$what: the undetached rank 0 ran on CPU $c0 with proxy $p0"
+	done
+
+	# More ranks than detached CPUs: refused, one error line with the numbers.
+	$mpirun -np 2 "$DETACH" run -c 1 -- "$app" >"$T_TMP/refuse.out" 2>"$T_TMP/refuse.err"; rc=$?
+	n_err=$(grep -c '^detach: error:' "$T_TMP/refuse.err")
+	echo "$impl refusal: exit $rc, $(grep '^detach: error:' "$T_TMP/refuse.err")"
+	[ $rc -ne 0 ] || t_fail "$impl: 2 ranks on 1 detached CPU were not refused"
+	[ "$n_err" = 1 ] || t_fail "$impl: $n_err error lines, not one"
+	grep -q '2 local MPI ranks .* but 1 CPU for detached ranks (1' "$T_TMP/refuse.err" ||
+		t_fail "$impl: the error does not name the numbers"
+
+	# The issue's first try: one rank, no options (Open MPI binds it to core 0).
+	d=$T_TMP/$impl-one; mkdir -p "$d"
+	$mpirun -np 1 "$DETACH" run -- "$app" "$d" >"$d/out" 2>"$d/err" || { t_fail "$impl: -np 1 without options"; cat "$d/err"; }
+	f=$d/rank-0.txt
+	echo "$impl -np 1: rank 0 on CPU $(awk '$1=="cpu"{print $2}' "$f"), proxy syscw +$(awk '$1=="proxy_syscw"{print $2}' "$f")"
+	[ "$(awk '$1=="syscw"{print $2}' "$f")" = 0 ] && [ "$(awk '$1=="proxy_syscw"{print $2}' "$f")" -ge 1000 ] ||
+		t_fail "$impl: -np 1: the rank's calls were not forwarded"
+done
+t_done

@@ -72,17 +72,11 @@ static int check_parse_args(int argc, char **argv, struct check_args *a)
 			}
 			break;
 		case 'h': a->help = true; return 0;
-		default:
-			cli_err("bad option '%s'", argv[optind - 1]);
-			cli_note("'detach check --help' lists the options");
-			return EXIT_USAGE;
+		default: return cli_bad_option("check", argv);
 		}
 	}
-	if (optind < argc) {
-		cli_err("unexpected argument '%s'", argv[optind]);
-		cli_note("'detach check --help' lists the options");
-		return EXIT_USAGE;
-	}
+	if (optind < argc)
+		return cli_unexpected_arg("check", argv[optind]);
 	return 0;
 }
 
@@ -160,7 +154,7 @@ static int check_setup(struct check *c)
 	}
 	c->have_part = partition_find(&c->part) == 0;
 	if (c->args.cpus) {
-		if (parse_cpu_option(c->args.cpus, &c->cpus))
+		if (cli_parse_cpus("-c", c->args.cpus, &c->cpus))
 			return EXIT_USAGE;
 	} else if (c->have_part && CPU_COUNT(&c->part.cpus)) {
 		c->cpus = c->part.cpus;

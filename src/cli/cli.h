@@ -3,6 +3,7 @@
 #ifndef DETACH_CLI_H
 #define DETACH_CLI_H
 
+#include <sched.h>
 #include <stdio.h>
 
 struct verb {
@@ -19,13 +20,25 @@ struct verb {
 extern int cli_argc;
 extern char **cli_argv;
 
-/* One error line "detach: ..." on stderr; returns the exit status 2 or 1.
- * cli_note(): an indented "NOTE: ..." line with the fix. */
+/* Messages on stderr, one line each: cli_err() "detach: error: ...",
+ * cli_warn() "detach: warning: ...", cli_note() "NOTE: ..." with the fix,
+ * right after the error it explains.  They return nothing: the caller
+ * returns the exit status (EXIT_USAGE or 1). */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Exit status for bad usage (like getopt-based tools: 2). */
 #define EXIT_USAGE 2
+
+/* ---- what every verb parses the same way (args.c) ------------------------
+ * With opterr = 0, after getopt_long returned '?': "bad option" naming what
+ * getopt refused (unknown, or missing its value); after the options, a stray
+ * argument.  Each adds a NOTE pointing at VERB's --help, returns EXIT_USAGE. */
+int cli_bad_option(const char *verb, char **argv);
+int cli_unexpected_arg(const char *verb, const char *arg);
+/* A CPU list given to option OPT ("-c", "--housekeeping"): well formed and
+ * every CPU online.  0, or -1 after an error line and its NOTE. */
+int cli_parse_cpus(const char *opt, const char *arg, cpu_set_t *set);
 
 #endif

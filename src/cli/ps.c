@@ -65,17 +65,16 @@ static int ps_main(int argc, char **argv)
 	int c, rows = 0;
 
 	optind = 1;
+	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'j': as_json = true; break;
 		case 'h': return usage(0);
-		default: return usage(EXIT_USAGE);
+		default: return cli_bad_option("ps", argv);
 		}
 	}
-	if (optind < argc) {
-		cli_err("unexpected argument '%s'", argv[optind]);
-		return EXIT_USAGE;
-	}
+	if (optind < argc)
+		return cli_unexpected_arg("ps", argv[optind]);
 	if (as_json) {
 		json_init(&j, stdout);
 		json_object_begin(&j, NULL);

@@ -81,33 +81,19 @@ static int usage(int status)
 	return status;
 }
 
-static int parse_cpus(const char *what, const char *arg, cpu_set_t *set, const cpu_set_t *allowed)
+/* A CPU list for option OPT (cli_parse_cpus) that this process may also use. */
+static int parse_cpus(const char *opt, const char *arg, cpu_set_t *set, const cpu_set_t *allowed)
 {
-	cpu_set_t online;
-	char buf[256];
-	int err = cpulist_parse(arg, set);
-
-	if (err) {
-		cli_err("malformed CPU list for %s: '%s'", what, arg);
-		cli_note("a CPU list looks like 3 or 2-5,8");
-		return -1;
-	}
-	if (cpus_online(&online) == 0) {
-		cpu_set_t off;
-		CPU_XOR(&off, set, &online);
-		CPU_AND(&off, &off, set);
-		if (CPU_COUNT(&off)) {
-			cli_err("%s: CPU %s is not online", what, cpulist_format(&off, buf, sizeof(buf)));
-			return -1;
-		}
-	}
+	char out_s[256], allowed_s[256];
 	cpu_set_t out;
+
+	if (cli_parse_cpus(opt, arg, set))
+		return -1;
 	CPU_XOR(&out, set, allowed);
 	CPU_AND(&out, &out, set);
 	if (CPU_COUNT(&out)) {
-		cli_err("%s: CPU %s is outside this process's affinity (%s)", what,
-		    cpulist_format(&out, buf, sizeof(buf)),
-		    cpulist_format(allowed, buf + 128, 128));
+		cli_err("%s: CPU %s is outside this process's affinity (%s)", opt,
+			cpulist_format(&out, out_s, sizeof(out_s)), cpulist_format(allowed, allowed_s, sizeof(allowed_s)));
 		cli_note("run detach from a shell allowed on those CPUs (taskset -p $$)");
 		return -1;
 	}
@@ -344,6 +330,7 @@ static int run_main(int argc, char **argv)
 		CPU_OR(&allowed, &own, have_part ? &part.cpus : &own);
 	}
 	optind = 1;
+	opterr = 0;
 	/* '+': stop at the first non-option, the command. */
 	while ((c = getopt_long(argc, argv, "+c:H:P:s:vh", longopts, NULL)) != -1) {
 		switch (c) {
@@ -379,9 +366,7 @@ static int run_main(int argc, char **argv)
 		case 'v': o.verbose = true; break;
 		case 'O': o.oversubscribe = true; break;
 		case 'h': return usage(0);
-		default:
-			cli_note("'detach run --help' lists the options");
-			return EXIT_USAGE;
+		default: return cli_bad_option("run", argv);
 		}
 	}
 	if (optind >= argc) {

@@ -9,7 +9,8 @@
 #ifndef DETACH_CLI_CHECK_H
 #define DETACH_CLI_CHECK_H
 
-#include "cli/isolation.h"
+#include "cli/journal.h"
+#include "cli/procfs.h"
 
 #include <stdbool.h>
 #include <stdint.h>

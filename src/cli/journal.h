@@ -1,15 +1,15 @@
-/* Shared by `detach isolate` and `detach check`: the state journal, CPU masks
- * in the kernel's hex notation, IRQ names, CPU list validation. */
-#ifndef DETACH_CLI_ISOLATION_H
-#define DETACH_CLI_ISOLATION_H
+/* The journal of `detach isolate`: every value it changes is recorded here
+ * (old value, fsynced) before the change, so --undo (undo.c) restores it even
+ * after a crash; `detach check` reads it for what isolate found unmovable. */
+#ifndef DETACH_CLI_JOURNAL_H
+#define DETACH_CLI_JOURNAL_H
 
 #include "lib/partition.h"
 #include "lib/util.h"
 
 #include <stdbool.h>
 
-/* ---- the journal ---------------------------------------------------------
- * A text file, one record a line, appended and fsynced before each change:
+/* ISOLATE_STATE_FILE (lib/partition.h) is a text file, one record a line, appended and fsynced before each change:
  *   detach-isolate 1
  *   config cpus=LIST hk=LIST backend=v1|v2 root=PATH
  *   write PATH<TAB>VALUE        undo writes VALUE to PATH (value escaped)
@@ -35,7 +35,14 @@ struct journal {
 	int n, cap;
 };
 
-/* Loads ISOLATE_STATE_FILE; -ENOENT if there is none. */
+/* Takes the lock that serializes isolate and undo runs (held until exit);
+ * the fd, or -1 after an error line. */
+int journal_lock(void);
+/* Opens ISOLATE_STATE_FILE for appending and loads what it holds; a new file
+ * gets its header and config line (CONFIG: the line after "config ") first.
+ * 0, or -1 after an error line. */
+int journal_open(struct journal *j, const char *config);
+/* Loads path; -ENOENT if there is none. */
 int journal_load(struct journal *j, const char *path);
 void journal_free(struct journal *j);
 /* Appends one line (with '\n') and fsyncs; 0 or -errno. */
@@ -43,31 +50,12 @@ int journal_append(struct journal *j, const char *line);
 bool journal_has_write(const struct journal *j, const char *path);
 bool journal_has_mkdir(const struct journal *j, const char *path);
 bool journal_has_task(const struct journal *j, long tid);
+/* PATH lies inside a cgroup the journal records making (it goes with it). */
+bool journal_in_made_dir(const struct journal *j, const char *path);
 /* cpus= of the config line, or -ENOENT. */
 int journal_config_cpus(const struct journal *j, cpu_set_t *cpus);
 
 void value_escape(const char *in, char *out, size_t len);
 void value_unescape(const char *in, char *out, size_t len);
-
-/* ---- CPU masks -------------------------------------------------------- */
-/* "ffffffff,00000003" <-> set */
-int hexmask_parse(const char *s, cpu_set_t *set);
-char *hexmask_format(const cpu_set_t *set, char *buf, size_t len);
-
-/* ---- misc ------------------------------------------------------------- */
-/* Device name(s) of IRQ n from /proc/interrupts, "?" if unknown. */
-void irq_name(int irq, char *buf, size_t len);
-/* Local timer interrupts (LOC) of cpu so far, or -1. */
-long long loc_count(int cpu);
-/* Parses and checks a -c list: well formed, online; prints the error. */
-int parse_cpu_option(const char *arg, cpu_set_t *set);
-/* Field 22 of /proc/TID/stat (start time in ticks), 0 if gone. */
-unsigned long long task_starttime(long tid);
-/* "comm" of a task, "?" if gone. */
-void task_comm(long tid, char *buf, size_t len);
-/* Flags (field 9) of /proc/TID/stat, or 0. */
-unsigned long task_flags(long tid);
-#define PF_KTHREAD_FLAG        0x00200000UL
-#define PF_NO_SETAFFINITY_FLAG 0x04000000UL
 
 #endif

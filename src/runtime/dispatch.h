@@ -24,8 +24,10 @@ DT_HIDDEN call_fn do_sigreturn, do_sigaction, do_sigprocmask, do_sigsuspend, do_
 	do_kill, do_thread_signal;
 /* waits.c */
 DT_HIDDEN call_fn do_sleep, do_masked_wait;
+/* cputime.c */
+DT_HIDDEN call_fn do_cpu_clock;
 /* identity.c */
-DT_HIDDEN call_fn do_futex, do_getrusage, do_thread_clock, do_priority, do_prctl, do_gettid,
+DT_HIDDEN call_fn do_futex, do_getrusage, do_priority, do_prctl, do_gettid,
 	do_setscheduler, do_getcpu, do_sched_yield;
 
 static inline void count(struct dt_thread *t, long nr, volatile uint64_t *kind)

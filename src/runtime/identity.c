@@ -1,6 +1,6 @@
-/* Calls that name the calling thread implicitly (pid 0, RUSAGE_THREAD, its
- * CPU-time clock, PI futex ownership, prctl options): forwarded with the
- * detached thread named, run here, or answered without the kernel. */
+/* Calls that name the calling thread implicitly (pid 0, RUSAGE_THREAD, PI
+ * futex ownership, prctl options): forwarded with the detached thread
+ * named, run here, or answered without the kernel.  CPU clocks: cputime.c. */
 #include "runtime/dispatch.h"
 
 #include <linux/futex.h>
@@ -32,19 +32,6 @@ long do_getrusage(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	if (a[0] == RUSAGE_THREAD)
 		return local_call(t, nr, a);
 	return forward(t, nr, a);
-}
-
-/* CLOCK_THREAD_CPUTIME_ID names the caller: use the detached thread's own
- * CPU-time clock id, MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED). */
-long do_thread_clock(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
-{
-	long b[6];
-
-	(void)uc;
-	memcpy(b, a, sizeof(b));
-	if (b[0] == CLOCK_THREAD_CPUTIME_ID)
-		b[0] = (long)(int)((~(unsigned)t->tid << 3) | 6);
-	return forward(t, nr, b);
 }
 
 /* The program makes its detached thread real-time itself (cyclictest -p 90):

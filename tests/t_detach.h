@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define T_DETACHED_CPU 1
@@ -46,6 +47,37 @@ static inline void t_reexec_detached(int argc, char **argv, const char *const *e
 	execv(bin, args);
 	perror("execv detach");
 	exit(1);
+}
+
+/* For tests whose checks say what a program sees natively: runs them first
+ * natively (a child with T_NATIVE=1), where they must pass too, then
+ * re-executes the test under `detach run` as t_reexec_detached does. */
+static inline bool t_native(void)
+{
+	return getenv("T_NATIVE") != NULL;
+}
+
+static inline void t_native_then_detached(int argc, char **argv, const char *const *extra)
+{
+	pid_t pid;
+	int st = 0;
+
+	if (getenv("T_DETACHED") || t_native())
+		return;
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		setenv("T_NATIVE", "1", 1);
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		fprintf(stderr, "FAIL: the checks fail natively (wait status %#x): the test is wrong\n", st);
+		exit(1);
+	}
+	printf("natively: all checks passed\n");
+	fflush(NULL);
+	t_reexec_detached(argc, argv, extra);
 }
 
 /* Reads /proc/self/task/TID/FILE into buf (through the proxy when called on

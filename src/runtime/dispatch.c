@@ -26,6 +26,7 @@ struct rule {
 	uint8_t action;
 	int8_t tid_arg;      /* 1 + index of a pid/tid argument where 0 means "me" */
 	int8_t path_arg;     /* 1 + index of a path argument */
+	int8_t sigfd_arg;    /* 1 + index of a descriptor: a signalfd makes the call local */
 	call_fn *fn;
 	const char *why;
 };
@@ -36,6 +37,8 @@ struct rule {
 #define R_EMU(fn_, why_)     { .action = EMULATE, .fn = fn_, .why = why_ }
 #define R_TID(i, why_)       { .action = FORWARD, .tid_arg = (i) + 1, .why = why_ }
 #define R_PATH(i)            { .action = FORWARD, .path_arg = (i) + 1, .why = "may name /proc/thread-self" }
+#define R_SIGFD(i)           { .action = FORWARD, .sigfd_arg = (i) + 1, \
+			       .why = "a signalfd reads the signals of the calling thread" }
 
 static const struct rule rules[DT_NR_SYSCALLS] = {
 	/* thread lifecycle */
@@ -70,6 +73,24 @@ static const struct rule rules[DT_NR_SYSCALLS] = {
 	[SYS_tkill]           = R_FN(do_thread_signal, "raise() and abort() rely on synchronous delivery"),
 	[SYS_rt_tgsigqueueinfo] = R_FN(do_thread_signal, "a signal to ourselves is delivered at once"),
 	[SYS_rt_sigqueueinfo] = R_FN(do_kill, "a signal to ourselves is delivered at once"),
+	/* signalfd: reading (or polling) one dequeues the caller's pending
+	 * signals, so calls on one run here (signals.c tracks which fds are) */
+	[SYS_signalfd]        = R_FN(do_fd_track, "the descriptor is remembered as a signalfd"),
+	[SYS_signalfd4]       = R_FN(do_fd_track, "the descriptor is remembered as a signalfd"),
+	[SYS_read]            = R_SIGFD(0),
+	[SYS_readv]           = R_SIGFD(0),
+	[SYS_epoll_wait]      = R_SIGFD(0),
+	[SYS_close]           = R_FN(do_fd_track, "a closed signalfd is forgotten"),
+	[SYS_close_range]     = R_FN(do_fd_track, "closed signalfds are forgotten"),
+	[SYS_dup]             = R_FN(do_fd_track, "a copy of a signalfd is one"),
+	[SYS_dup2]            = R_FN(do_fd_track, "a copy of a signalfd is one"),
+	[SYS_dup3]            = R_FN(do_fd_track, "a copy of a signalfd is one"),
+	[SYS_fcntl]           = R_FN(do_fd_track, "a copy of a signalfd is one"),
+	[SYS_epoll_ctl]       = R_FN(do_fd_track, "an epoll set holding a signalfd reads the caller's signals"),
+	/* tracing: the tracer is the thread that attached (or the parent
+	 * thread of a PTRACE_TRACEME child); the kernel takes requests from it
+	 * alone.  Waiting for tracees works from any thread of the group. */
+	[SYS_ptrace]          = R_LOCAL("requests are accepted from the tracing thread only"),
 	[SYS_ppoll]           = R_FN(do_masked_wait, "the mask is the calling thread's; no fds: a sleep"),
 	[SYS_pselect6]        = R_FN(do_masked_wait, "the mask is the calling thread's; no fds: a sleep"),
 	/* timed waits: in user space against the TSC, no Linux timer (clock.c) */
@@ -91,7 +112,7 @@ static const struct rule rules[DT_NR_SYSCALLS] = {
 	[SYS_setfsuid]        = R_MIRROR("credentials are per thread"),
 	[SYS_setfsgid]        = R_MIRROR("credentials are per thread"),
 	[SYS_setgroups]       = R_MIRROR("credentials are per thread"),
-	[SYS_capset]          = R_MIRROR("capabilities are per thread"),
+	[SYS_capset]          = R_FN(do_capset, "capabilities are per thread; the proxy's copy names itself"),
 	[SYS_unshare]         = R_MIRROR("fs, files and namespaces of the calling thread"),
 	[SYS_setns]           = R_MIRROR("namespaces of the calling thread"),
 	[SYS_seccomp]         = R_MIRROR("filters apply to the calling thread"),
@@ -188,6 +209,8 @@ long dt_dispatch(struct dt_thread *t, long nr, long a[6], ucontext_t *uc)
 	case SPECIAL:
 		return r->fn(t, nr, a, uc);
 	}
+	if (r->sigfd_arg && sigfd_is(a[r->sigfd_arg - 1]))
+		return local_call(t, nr, a);
 	if (r->tid_arg || r->path_arg) {
 		memcpy(b, a, sizeof(b));
 		if (r->tid_arg && b[r->tid_arg - 1] == 0)

@@ -21,13 +21,19 @@ typedef long call_fn(struct dt_thread *t, long nr, long *a, ucontext_t *uc);
 DT_HIDDEN call_fn do_exit, do_exit_group, do_clone, do_execve;
 /* signals.c */
 DT_HIDDEN call_fn do_sigreturn, do_sigaction, do_sigprocmask, do_sigsuspend, do_sigaltstack,
-	do_kill, do_thread_signal;
+	do_kill, do_thread_signal, do_fd_track;
+/* A descriptor whose readiness is the calling thread's pending signals (a
+ * signalfd, or an epoll set holding one): calls on it run on the thread. */
+bool sigfd_is(long fd) DT_HIDDEN;
+/* poll/select sets holding one */
+bool sigfd_in_pollfds(const void *fds, unsigned long n) DT_HIDDEN;
+bool sigfd_in_fdset(const void *set, long nfds) DT_HIDDEN;
 /* waits.c */
 DT_HIDDEN call_fn do_sleep, do_masked_wait;
 /* cputime.c */
 DT_HIDDEN call_fn do_cpu_clock;
 /* identity.c */
-DT_HIDDEN call_fn do_futex, do_getrusage, do_priority, do_prctl, do_gettid,
+DT_HIDDEN call_fn do_capset, do_futex, do_getrusage, do_priority, do_prctl, do_gettid,
 	do_setscheduler, do_getcpu, do_sched_yield;
 
 static inline void count(struct dt_thread *t, long nr, volatile uint64_t *kind)

@@ -112,3 +112,23 @@ long do_sched_yield(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	cpu_relax();
 	return 0;
 }
+
+/* capset(hdr, data) sets the capabilities of the thread hdr->pid names (0:
+ * the caller), and of no other.  The proxy follows with its own copy of
+ * the header naming itself, as every thread of a glibc program follows a
+ * setuid (SIGSETXID); the program sees the detached thread's answer. */
+long do_capset(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	struct { uint32_t version; int pid; } hdr, *h = (void *)a[0];
+	long b[6], ret = local_call(t, nr, a);
+
+	(void)uc;
+	if (ret < 0 || !h || t->depth > 0 || t->observed)
+		return ret;
+	hdr.version = h->version;
+	hdr.pid = 0;
+	memcpy(b, a, sizeof(b));
+	b[0] = (long)&hdr;
+	proxy_forward(t, nr, b);
+	return ret;
+}

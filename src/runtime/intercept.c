@@ -44,12 +44,14 @@ static void sigsys_handler(int sig, siginfo_t *si, void *ctx);
 /* SA_NODEFER: a program's signal handler that runs on top of our wait for a
  * forwarded call and makes a system call traps again, inside this handler;
  * a blocked SIGSYS raised by Syscall User Dispatch would kill the process.
- * SA_RESTART is switched per interrupt (intercept_set_restart): it decides
- * how a proxy's interrupted call ends, exactly as the program's handler
- * flags would have decided for the detached thread. */
-static struct ksigaction sigsys_action = {
+ * SA_RESTART, always: the proxy's kernel then restarts what it can restart
+ * when our interrupt arrives, and the proxy's handler turns that restart
+ * into EINTR where the detached thread's handler had no SA_RESTART
+ * (proxy.c, proxy_interrupt_taken).  The flag is process-wide and never
+ * changes, so interrupts of several detached threads cannot race on it. */
+static const struct ksigaction sigsys_action = {
 	.handler = (void *)sigsys_handler,
-	.flags = SA_SIGINFO | SA_NODEFER | SA_RESTORER,
+	.flags = SA_SIGINFO | SA_NODEFER | SA_RESTART | SA_RESTORER,
 	.restorer = (void *)sys_sigreturn_restorer,
 	.mask = 0,
 };
@@ -61,14 +63,25 @@ int intercept_install(void)
 	return r < 0 ? (int)r : 0;
 }
 
-void intercept_set_restart(bool restart)
+/* The context of a signal that interrupted a system call the kernel is
+ * about to restart (our SIGSYS has SA_RESTART): rip was moved back onto the
+ * `syscall` instruction, and rcx still holds the return address that the
+ * instruction itself wrote.  A context that merely reached the instruction
+ * has rcx == rip + 2 only by chance (sys_proxy_call makes it 0). */
+bool intercept_restart_pending(const ucontext_t *uc)
 {
-	unsigned long want = restart ? (sigsys_action.flags | SA_RESTART) : (sigsys_action.flags & ~(unsigned long)SA_RESTART);
+	const greg_t *g = uc->uc_mcontext.gregs;
+	const unsigned char *ip = (const unsigned char *)g[REG_RIP];
 
-	if (want == sigsys_action.flags)
-		return;
-	sigsys_action.flags = want;
-	sys_call4(SYS_rt_sigaction, SIGSYS, &sigsys_action, NULL, 8);
+	return ip && g[REG_RCX] == g[REG_RIP] + 2 && ip[0] == 0x0f && ip[1] == 0x05;
+}
+
+/* Ends, with EINTR, the call a signal interrupted and the kernel would
+ * restart: what a handler without SA_RESTART gets natively. */
+void intercept_end_with_eintr(ucontext_t *uc)
+{
+	uc->uc_mcontext.gregs[REG_RAX] = -EINTR;
+	uc->uc_mcontext.gregs[REG_RIP] += 2;
 }
 
 int intercept_arm(struct dt_thread *t)
@@ -96,6 +109,9 @@ static void chain_app_sigsys(int sig, siginfo_t *si, void *ctx)
 
 	if (h == SIG_IGN)
 		return;
+	/* The program's handler is about to run: our SA_RESTART is not its */
+	if (h != SIG_DFL && !(dt_app_sigsys.flags & SA_RESTART) && intercept_restart_pending(ctx))
+		intercept_end_with_eintr(ctx);
 	if (h == SIG_DFL) {
 		/* The default action: restore it and let the signal kill us. */
 		struct ksigaction dfl = { .handler = SIG_DFL };

@@ -49,21 +49,30 @@ static inline uint64_t observe(volatile uint64_t *seq)
 
 /* ---- detached thread side ----------------------------------------------- */
 
-/* Interrupts the proxy's call as a signal would have interrupted ours:
- * restart decides SA_RESTART for the proxy's kernel, which then ends the
- * call with EINTR or restarts it as it would have for the detached thread.
- * The signal path only: its kernel entries cost nothing in steady state. */
-static void send_interrupt(struct dt_thread *t, bool restart)
+/* Interrupts the proxy's call as the signal whose handler just ran here
+ * would have interrupted ours (signal(7)): want is INTR_EINTR for a handler
+ * without SA_RESTART, INTR_RESTART for one with it, INTR_CANCEL for a call
+ * its caller abandoned.  The proxy's kernel decides what an interrupt does
+ * to the call it is in (a call that cannot block completes; poll, nanosleep
+ * and the like end with EINTR whatever the flags), and the proxy's handler
+ * applies the wish (proxy_interrupt_taken).  Once a handler without
+ * SA_RESTART has run during a call the call ends with EINTR, whatever
+ * handlers come after it: a wish only ever gets stronger (CANCEL < EINTR <
+ * RESTART).  The signal path only: its kernel entries cost nothing in
+ * steady state. */
+static void send_interrupt(struct dt_thread *t, uint8_t want)
 {
 	siginfo_t si;
 
-	t->mb.intr = restart ? INTR_RESTART : INTR_EINTR;
-	intercept_set_restart(restart);
+	if (t->mb.intr == INTR_NONE || want < t->mb.intr)
+		t->mb.intr = want;
 	t->mb.intr_sent++;
 	memset(&si, 0, sizeof(si));
 	si.si_signo = SIGSYS;
 	si.si_code = SI_QUEUE;        /* < 0: allowed between our own threads */
 	si.si_pid = dt_cfg.pid;       /* how the proxy recognizes us */
+	/* a system call: orders the two stores above before the proxy's
+	 * handler reads them */
 	sys_call4(SYS_rt_tgsigqueueinfo, dt_cfg.pid, t->proxy_tid, SIGSYS, &si);
 }
 
@@ -76,7 +85,7 @@ static void interrupt_proxy(struct dt_thread *t)
 
 	t->intr_signo = 0;
 	sys_call4(SYS_rt_sigaction, signo, NULL, &ka, 8);
-	send_interrupt(t, ka.flags & SA_RESTART);
+	send_interrupt(t, (ka.flags & SA_RESTART) ? INTR_RESTART : INTR_EINTR);
 }
 
 /* The detached thread's wait for its proxy.  Its own section: the rip of a
@@ -99,7 +108,7 @@ static long wait_reply(struct dt_thread *t, uint64_t seq)
  * the proxy is free again. */
 void proxy_abandoned(struct dt_thread *t)
 {
-	send_interrupt(t, false);
+	send_interrupt(t, INTR_CANCEL);
 	while (observe(&t->mb.done_seq) != t->mb.req_seq || t->mb.intr_ack != t->mb.intr_sent)
 		cpu_relax();
 	t->mb.intr = INTR_NONE;
@@ -126,6 +135,11 @@ long proxy_forward(struct dt_thread *t, long nr, const long a[6])
 	mb->intr = INTR_NONE;
 	same_thread_barrier();
 	t->depth--;
+	if (mb->raised)
+		/* delivered on the way out of this kernel entry, before the
+		 * program sees the result, as natively; its handler's calls
+		 * are forwarded as usual (depth is back) */
+		sys_call4(SYS_rt_tgsigqueueinfo, dt_cfg.pid, t->tid, mb->raised, &t->raised_info);
 	return r;
 }
 
@@ -147,14 +161,23 @@ void proxy_interrupt_taken(ucontext_t *uc)
 	struct dt_thread *t = proxy_of;
 	greg_t *g = uc->uc_mcontext.gregs;
 	uintptr_t rip = (uintptr_t)g[REG_RIP];
+	uint8_t want;
 
 	if (!t)
 		return;
-	/* Landed after the last look at intr but before the kernel was entered:
-	 * the call has not started, so end it as an interrupted call would. */
-	if (t->mb.intr == INTR_EINTR && rip >= (uintptr_t)sys_proxy_call_check &&
-	    rip <= (uintptr_t)sys_proxy_call_insn)
-		g[REG_RIP] = (greg_t)sys_proxy_call_eintr;
+	want = t->mb.intr;
+	if (rip >= (uintptr_t)sys_proxy_call_check && rip <= (uintptr_t)sys_proxy_call_insn &&
+	    (want == INTR_EINTR || want == INTR_CANCEL)) {
+		if (intercept_restart_pending(uc))
+			/* In the kernel, which would restart it (SA_RESTART is
+			 * ours, not the program's handler's): it ends. */
+			intercept_end_with_eintr(uc);
+		else if (want == INTR_CANCEL)
+			/* Not started, and its caller is gone: never start it. */
+			g[REG_RIP] = (greg_t)sys_proxy_call_eintr;
+		/* Not started, else: it starts after the handler, as a call made
+		 * just after a signal does. */
+	}
 	/* The detached thread returns only when every interrupt it sent has
 	 * been taken, so none can hit its next call.  SIGSYS does not queue:
 	 * two sent before one is taken arrive as one, so acknowledge all that
@@ -162,6 +185,23 @@ void proxy_interrupt_taken(ucontext_t *uc)
 	atomic_store_explicit((_Atomic uint64_t *)&t->mb.intr_ack,
 			      atomic_load_explicit((_Atomic uint64_t *)&t->mb.intr_sent, memory_order_acquire),
 			      memory_order_release);
+}
+
+/* A forwarded call that failed with EPIPE or EFBIG raised SIGPIPE or
+ * SIGXFSZ on the thread that made it: the proxy, which blocks them.  Take
+ * it off the proxy; the detached thread sends it to itself before it
+ * returns to the program (proxy_forward), where the kernel would have
+ * delivered it.  Returns the signal, or 0. */
+static int take_raised_signal(struct dt_thread *t)
+{
+	static const struct timespec now = { 0, 0 };
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGPIPE);
+	sigaddset(&set, SIGXFSZ);
+	int sig = sigtimedwait(&set, &t->raised_info, &now);
+	return sig > 0 ? sig : 0;
 }
 
 static void sleep_ns(long ns)
@@ -235,6 +275,7 @@ static void *proxy_main(void *arg)
 		else if (nr >= 0)
 			r = sys_proxy_call(nr, mb->args[0], mb->args[1], mb->args[2], mb->args[3],
 					   mb->args[4], mb->args[5], &mb->intr);
+		mb->raised = (r == -EPIPE || r == -EFBIG) ? take_raised_signal(t) : 0;
 		mb->ret = r;
 		publish(&mb->done_seq, seq);
 	}

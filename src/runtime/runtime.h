@@ -37,8 +37,8 @@ __attribute__((noreturn)) void sys_sigreturn_at(void *uc) DT_HIDDEN;
  * parent_uc != NULL: so does the parent (vfork on a shared stack). */
 long sys_clone_resume(long nr, long a1, long a2, long a3, long a4, long a5,
 		      void *child_uc, void *parent_uc) DT_HIDDEN;
-/* The proxy's way to run a forwarded call: a pending interrupt request
- * (*intr == 1) seen before the syscall instruction gives -EINTR instead. */
+/* The proxy's way to run a forwarded call: a call cancelled before the
+ * syscall instruction (*intr == INTR_CANCEL) gives -EINTR instead. */
 long sys_proxy_call(long nr, long a1, long a2, long a3, long a4, long a5, long a6,
 		    volatile uint8_t *intr) DT_HIDDEN;
 extern const char sys_proxy_call_check[], sys_proxy_call_insn[], sys_proxy_call_eintr[] DT_HIDDEN;
@@ -48,7 +48,10 @@ extern const char __start_detach_allow[], __stop_detach_allow[] DT_HIDDEN;
  * Request and reply sit on separate cache lines: each line has one writer,
  * so the only traffic is the hand-over itself. */
 enum { DT_CMD_QUIT = -1, DT_CMD_STATS = -2, DT_CMD_COUNTERS = -3 };
-enum { INTR_NONE = 0, INTR_EINTR = 1, INTR_RESTART = 2 };
+/* What a handler that ran on the detached thread during a forwarded call
+ * asks of that call (proxy.c, send_interrupt).  INTR_CANCEL is tested by
+ * sys_proxy_call (stubs.S) as the byte 1. */
+enum { INTR_NONE = 0, INTR_CANCEL = 1, INTR_EINTR = 2, INTR_RESTART = 3 };
 
 struct mailbox {
 	_Alignas(64)
@@ -59,6 +62,7 @@ struct mailbox {
 	volatile uint64_t done_seq;     /* proxy -> detached thread */
 	long ret;
 	volatile uint64_t intr_ack;     /* intr_sent as last seen by the proxy's handler */
+	volatile int32_t raised;        /* a signal the call raised on the proxy (SIGPIPE...) */
 	_Alignas(64)
 	volatile uint8_t intr;          /* INTR_*: set by the detached thread */
 	volatile uint64_t intr_sent;
@@ -84,6 +88,7 @@ struct dt_thread {
 	volatile int depth;             /* forwarded calls in flight (signal nesting) */
 	uintptr_t wait_frame;           /* stack frame of the forwarded call in flight */
 	volatile int intr_signo;        /* a handler ran while we waited */
+	siginfo_t raised_info;          /* written by the proxy with mb.raised */
 	volatile uint8_t selector;      /* Syscall User Dispatch selector byte */
 	bool app_blocks_sigsys;         /* what the program believes of its mask */
 	struct dt_thread_stats *stats;
@@ -137,7 +142,8 @@ extern struct ksigaction dt_app_sigsys DT_HIDDEN;
 int intercept_install(void) DT_HIDDEN;
 int intercept_arm(struct dt_thread *t) DT_HIDDEN;
 void intercept_disarm(struct dt_thread *t) DT_HIDDEN;
-void intercept_set_restart(bool restart) DT_HIDDEN;
+bool intercept_restart_pending(const ucontext_t *uc) DT_HIDDEN;
+void intercept_end_with_eintr(ucontext_t *uc) DT_HIDDEN;
 
 /* dispatch.c: one call of a detached thread; uc is its signal context. */
 long dt_dispatch(struct dt_thread *t, long nr, long a[6], ucontext_t *uc) DT_HIDDEN;

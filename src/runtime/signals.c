@@ -176,3 +176,92 @@ long do_thread_signal(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 		return local_call(t, nr, a);
 	return forward(t, nr, a);
 }
+
+/* ---- signalfd ------------------------------------------------------------ */
+
+/* Descriptors whose readiness is the calling thread's pending signals: a
+ * signalfd dequeues (and polls) the signals of the thread that reads it, so
+ * a proxy reading one would see its own.  Such calls run on the detached
+ * thread itself (in the kernel, where a blocking read waits natively).
+ * Remembered per process, by number, up to SIGFD_MAX; epoll sets holding one
+ * are marked too.  A signalfd inherited through execve is not known to the
+ * new image (docs/runtime.md). */
+#define SIGFD_MAX 65536
+static _Atomic uint64_t sigfd_bits[SIGFD_MAX / 64];
+
+bool sigfd_is(long fd)
+{
+	return fd >= 0 && fd < SIGFD_MAX &&
+	       (atomic_load_explicit(&sigfd_bits[fd / 64], memory_order_relaxed) >> (fd % 64) & 1);
+}
+
+static void sigfd_set(long fd, bool on)
+{
+	if (fd < 0 || fd >= SIGFD_MAX)
+		return;
+	if (on)
+		atomic_fetch_or_explicit(&sigfd_bits[fd / 64], 1ull << (fd % 64), memory_order_relaxed);
+	else if (sigfd_is(fd))
+		atomic_fetch_and_explicit(&sigfd_bits[fd / 64], ~(1ull << (fd % 64)), memory_order_relaxed);
+}
+
+bool sigfd_in_pollfds(const void *fds, unsigned long n)
+{
+	const struct pollfd_ { int fd; short events, revents; } *p = fds;
+
+	for (unsigned long i = 0; p && i < n; i++)
+		if (sigfd_is(p[i].fd))
+			return true;
+	return false;
+}
+
+bool sigfd_in_fdset(const void *set, long nfds)
+{
+	const uint64_t *w = set;
+
+	for (long fd = 0; w && fd < nfds && fd < SIGFD_MAX; fd++)
+		if ((w[fd / 64] >> (fd % 64) & 1) && sigfd_is(fd))
+			return true;
+	return false;
+}
+
+/* Calls that make, copy or drop a descriptor: carried out as they would
+ * be, then the record follows. */
+long do_fd_track(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	long ret;
+
+	(void)uc;
+	if (nr == SYS_epoll_ctl && sigfd_is(a[2]) && a[1] != 2 /* EPOLL_CTL_DEL */) {
+		/* marked first: a waiter on the set must run here from now on */
+		sigfd_set(a[0], true);
+		return forward(t, nr, a);
+	}
+	ret = forward(t, nr, a);
+	switch (nr) {
+	case SYS_signalfd:
+	case SYS_signalfd4:
+		if (ret >= 0)
+			sigfd_set(ret, true);
+		break;
+	case SYS_close:
+		sigfd_set(a[0], false);      /* closed even when it fails (EINTR) */
+		break;
+	case SYS_close_range:
+		if (ret == 0 && !(a[2] & 4 /* CLOSE_RANGE_CLOEXEC */))
+			for (unsigned long fd = (unsigned long)a[0]; fd <= (unsigned long)a[1] && fd < SIGFD_MAX; fd++)
+				sigfd_set((long)fd, false);
+		break;
+	case SYS_dup:
+	case SYS_dup2:
+	case SYS_dup3:
+		if (ret >= 0 && ret != a[0])
+			sigfd_set(ret, sigfd_is(a[0]));
+		break;
+	case SYS_fcntl:
+		if (ret >= 0 && (a[1] == 0 /* F_DUPFD */ || a[1] == 1030 /* F_DUPFD_CLOEXEC */))
+			sigfd_set(ret, sigfd_is(a[0]));
+		break;
+	}
+	return ret;
+}

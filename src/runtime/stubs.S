@@ -118,8 +118,12 @@ sys_clone_resume:
 /* long sys_proxy_call(nr, a1, a2, a3, a4, a5, a6, volatile uint8_t *intr)
  * Runs on a proxy (never armed): needs no special section.  The window
  * [sys_proxy_call_check, sys_proxy_call_insn] is what the proxy's interrupt
- * handler (proxy.c) inspects: an interrupt that lands there before the
- * kernel was entered turns into -EINTR, as if it had interrupted the call. */
+ * handler (proxy.c) inspects.  A call cancelled before the kernel was
+ * entered (*intr == INTR_CANCEL: its caller longjmp'd away) ends with
+ * -EINTR without running.  rcx is zeroed before the window: the `syscall`
+ * instruction sets it to its return address, so a signal frame with rip at
+ * the instruction and rcx == rip + 2 says "entered, and about to be
+ * restarted by the kernel", rcx == 0 "not entered yet". */
 	.globl sys_proxy_call
 	.hidden sys_proxy_call
 	.globl sys_proxy_call_check
@@ -133,6 +137,7 @@ sys_proxy_call:
 	movq 16(%rsp), %r11             /* intr (r11 is dead until the syscall) */
 	C_TO_SYSCALL_ARGS
 	movq 8(%rsp), %r9
+	xorl %ecx, %ecx                 /* "not entered" (see above) */
 sys_proxy_call_check:
 	cmpb $1, (%r11)
 	je sys_proxy_call_eintr

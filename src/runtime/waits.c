@@ -23,11 +23,15 @@ long do_sleep(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 		count(t, nr, &t->stats->emulated);
 		return timed_sleep(t, CLOCK_MONOTONIC, 0, (const struct timespec *)a[0], (struct timespec *)a[1]);
 	case SYS_select:
+		if (sigfd_in_fdset((const void *)a[1], a[0]))
+			return local_call(t, nr, a);
 		if (a[0] != 0 && (a[1] || a[2] || a[3]))
 			return forward(t, nr, a);
 		count(t, nr, &t->stats->emulated);
 		return timed_select(t, (struct timeval *)a[4]);
 	case SYS_poll:
+		if (sigfd_in_pollfds((const void *)a[0], (unsigned long)a[1]))
+			return local_call(t, nr, a);
 		if (a[1] != 0)
 			return forward(t, nr, a);
 		count(t, nr, &t->stats->emulated);
@@ -57,7 +61,25 @@ long do_masked_wait(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	}
 	bool sleep = !t->observed &&
 		     ((nr == SYS_ppoll && a[1] == 0) || (nr == SYS_pselect6 && (a[0] == 0 || !(a[1] || a[2] || a[3]))));
+	/* a signalfd in the set: the whole wait runs here, with the mask the
+	 * kernel applies itself (SIGSYS kept open: see do_sigprocmask) */
+	bool here = nr == SYS_ppoll ? sigfd_in_pollfds((const void *)a[0], (unsigned long)a[1]) :
+		    nr == SYS_pselect6 ? sigfd_in_fdset((const void *)a[1], a[0]) : sigfd_is(a[0]);
 
+	if (here) {
+		memcpy(b, a, sizeof(b));
+		if (mask) {
+			m = *mask & ~SIGSYS_BIT;
+			if (nr == SYS_pselect6) {
+				psel.ss = &m;
+				psel.len = 8;
+				b[5] = (long)&psel;
+			} else {
+				b[nr == SYS_ppoll ? 3 : 4] = (long)&m;
+			}
+		}
+		return local_call(t, nr, b);
+	}
 	if (!sleep && (!mask || t->depth > 0 || t->observed))
 		return forward(t, nr, a);
 	if (sleep) {

@@ -1,0 +1,148 @@
+/* Description: under a signal storm a forwarded call ends as the kernel
+ * would end it for the calling thread, never with an invented EINTR: with a
+ * 100 us SIGALRM whose handler has no SA_RESTART, 2,000,000 getpid calls
+ * return the pid, setitimer/open/close/brk never fail with EINTR and no
+ * descriptor leaks; a pipe read interrupted by a handler without SA_RESTART
+ * and at once by one with it ends with EINTR (the first one decides).  Checked
+ * natively first, then detached.
+ * Timeout: 600 */
+#include "t_detach.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/time.h>
+#include <time.h>
+
+static volatile long alarms;
+static void on_alarm(int s) { (void)s; alarms++; }
+
+static void storm(bool on)
+{
+	struct sigaction sa = { .sa_handler = on_alarm, .sa_flags = 0 };   /* no SA_RESTART */
+	struct itimerval it = { { 0, on ? 100 : 0 }, { 0, on ? 100 : 0 } };
+
+	sigaction(SIGALRM, &sa, NULL);
+	if (setitimer(ITIMER_REAL, &it, NULL))
+		t_check(0, "setitimer: %s", strerror(errno));
+}
+
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	while (d && readdir(d))
+		n++;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static void getpid_storm(void)
+{
+	pid_t pid = (pid_t)syscall(SYS_getpid);
+	long wrong = 0, last = 0;
+
+	for (long i = 0; i < 2000000; i++) {
+		long r = syscall(SYS_getpid);
+		if (r != pid) {
+			wrong++;
+			last = r;
+		}
+	}
+	printf("2,000,000 getpid under a 100 us SIGALRM without SA_RESTART: %ld wrong (last %ld), %ld alarms\n",
+	       wrong, last, alarms);
+	t_check(wrong == 0, "getpid returned %ld %ld times", last, wrong);
+}
+
+/* Calls that cannot block, or that must have run when they return: none
+ * may fail with EINTR, and none may be skipped (a close that did not run
+ * leaks its descriptor). */
+static void no_eintr_calls(void)
+{
+	struct itimerval virt = { { 0, 0 }, { 0, 0 } };
+	long eintr = 0, other = 0;
+	int before = count_fds();
+	void *brk0 = sbrk(0);
+
+	for (int i = 0; i < 100000; i++) {
+		int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			(errno == EINTR ? eintr++ : other++);
+		else if (close(fd))
+			(errno == EINTR ? eintr++ : other++);
+		if (setitimer(ITIMER_VIRTUAL, &virt, NULL))
+			(errno == EINTR ? eintr++ : other++);
+		/* brk: glibc keeps whatever the kernel answers as the break */
+		if (sbrk(4096) == (void *)-1 || sbrk(-4096) == (void *)-1)
+			(errno == EINTR ? eintr++ : other++);
+	}
+	int after = count_fds();
+	printf("100,000 x open/close/setitimer/sbrk: %ld EINTR, %ld other errors, fds %d -> %d, break %s\n",
+	       eintr, other, before, after, sbrk(0) == brk0 ? "unchanged" : "moved");
+	t_check(eintr == 0 && other == 0, "%ld EINTR, %ld other failures", eintr, other);
+	t_check(after == before, "descriptors %d -> %d: a close did not run", before, after);
+	t_check(sbrk(0) == brk0, "the break moved: %p -> %p", brk0, sbrk(0));
+}
+
+/* A read blocked on a pipe, hit by SIGUSR1 (no SA_RESTART), then at once
+ * by SIGCHLD (SA_RESTART): natively EINTR. */
+static int pfd[2];
+static pid_t reader;
+static void on_sig(int s) { (void)s; }
+static void nap_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+	nanosleep(&ts, NULL);
+}
+static void *two_signals(void *arg)
+{
+	(void)arg;
+	nap_ms(300);
+	syscall(SYS_tgkill, getpid(), reader, SIGUSR1);
+	syscall(SYS_tgkill, getpid(), reader, SIGCHLD);
+	nap_ms(2000);               /* the read did not end: feed it, as a verdict */
+	if (write(pfd[1], "late", 4) != 4)
+		_exit(3);
+	return NULL;
+}
+
+static void two_signal_read(void)
+{
+	struct sigaction no_restart = { .sa_handler = on_sig, .sa_flags = 0 };
+	struct sigaction restart = { .sa_handler = on_sig, .sa_flags = SA_RESTART };
+	pthread_t th;
+	char buf[8];
+
+	sigaction(SIGUSR1, &no_restart, NULL);
+	sigaction(SIGCHLD, &restart, NULL);
+	if (pipe(pfd))
+		return;
+	reader = (pid_t)syscall(SYS_gettid);
+	pthread_create(&th, NULL, two_signals, NULL);
+	errno = 0;
+	ssize_t n = read(pfd[0], buf, sizeof(buf));
+	int e = errno;
+	pthread_join(th, NULL);
+	printf("pipe read hit by SIGUSR1 (no SA_RESTART) then SIGCHLD (SA_RESTART): %zd (%s)\n", n,
+	       n < 0 ? strerror(e) : "data");
+	t_check(n == -1 && e == EINTR, "read %zd %s, natively EINTR", n, n < 0 ? strerror(e) : "");
+	close(pfd[0]);
+	close(pfd[1]);
+}
+
+int main(int argc, char **argv)
+{
+	t_native_then_detached(argc, argv, NULL);
+	printf("%s\n", t_native() ? "natively:" : "detached:");
+	if (!t_native() && !t_find_proxy()) {
+		fprintf(stderr, "not detached\n");
+		return 1;
+	}
+	two_signal_read();
+	storm(true);
+	getpid_storm();
+	no_eintr_calls();
+	storm(false);
+	return t_native() ? t_done() : t_detached_done();
+}

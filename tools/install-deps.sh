@@ -4,12 +4,28 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-# command -> Debian package
-need=(gcc:gcc make:make bc:bc python3:python3 timeout:coreutils
-      cyclictest:rt-tests oslat:rt-tests stress-ng:stress-ng fio:fio iperf3:iperf3
-      chrt:util-linux taskset:util-linux
-      mpirun.openmpi:openmpi-bin mpicc.openmpi:libopenmpi-dev
-      mpirun.mpich:mpich mpicc.mpich:libmpich-dev)
+# command -> Debian package, one a line (helpers add lines, not edit them)
+need=(
+	gcc:gcc
+	make:make
+	bc:bc
+	python3:python3
+	timeout:coreutils
+	cyclictest:rt-tests
+	oslat:rt-tests
+	stress-ng:stress-ng
+	fio:fio
+	iperf3:iperf3
+	chrt:util-linux
+	taskset:util-linux
+	setpriv:util-linux
+	mpirun.openmpi:openmpi-bin
+	mpicc.openmpi:libopenmpi-dev
+	mpirun.mpich:mpich
+	mpicc.mpich:libmpich-dev
+	strace:strace
+	gdb:gdb
+)
 missing=()
 for pair in "${need[@]}"; do
 	command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")

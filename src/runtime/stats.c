@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,7 +29,27 @@ int registry_open(void)
 	mkdir(REGISTRY_DIR, 01777);
 	chmod(REGISTRY_DIR, 01777);          /* every user's programs publish here */
 	snprintf(registry_path, sizeof(registry_path), "%s/%d", REGISTRY_DIR, (int)dt_cfg.pid);
-	fd = open(registry_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	struct rlimit fsize;
+	if (getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur < sizeof(struct dt_registry)) {
+		/* growing the file past the limit would kill the program (SIGXFSZ) */
+		fd = -1;
+		errno = EFBIG;
+	} else {
+		fd = open(registry_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	}
+	if (fd < 0 && (errno == EACCES || errno == EPERM || errno == EFBIG)) {
+		/* A program that changed its uid and then called execve (the
+		 * file of its first image is not its own any more), or that runs
+		 * under a small RLIMIT_FSIZE.  The counters go on in private
+		 * memory; the program must not suffer for them. */
+		dprintf(2, "detach: warning: %s: %s: this image's statistics are not shown by "
+			"'detach ps'\n", registry_path, strerror(errno));
+		registry_path[0] = '\0';
+		p = mmap(NULL, sizeof(struct dt_registry), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED)
+			return -errno;
+		goto fill;
+	}
 	if (fd < 0)
 		return -errno;
 	if (ftruncate(fd, sizeof(struct dt_registry)) < 0) {
@@ -40,6 +61,7 @@ int registry_open(void)
 	close(fd);
 	if (p == MAP_FAILED)
 		return -errno;
+fill:
 	dt_registry = p;
 	dt_registry->pid = dt_cfg.pid;
 	snprintf(dt_registry->mode, sizeof(dt_registry->mode), "%s", dt_cfg.mode);
@@ -156,7 +178,7 @@ void stats_finish(void)
 
 	if (!dt_cfg.active || atomic_exchange(&done, 1))
 		return;
-	if (dt_registry)
+	if (dt_registry && registry_path[0])
 		unlink(registry_path);
 	if (!dt_cfg.stats_path[0])
 		return;

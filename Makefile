@@ -118,6 +118,10 @@ deps:
 test: deps all
 	$(Q)tests/run.sh
 
+# CPython's signal and posix test suites, natively and detached (CI runs it).
+compat: deps all
+	$(Q)DETACH_BIN=$(CURDIR)/$(CLI) tests/compat/cpython.sh
+
 bench: deps all
 	$(Q)$(CLI) bench
 
@@ -130,6 +134,6 @@ install: all
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: all deps test bench install clean
+.PHONY: all deps test compat bench install clean
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

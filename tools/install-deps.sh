@@ -31,6 +31,8 @@ for pair in "${need[@]}"; do
 	command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
 done
 dpkg -s python3-venv >/dev/null 2>&1 || missing+=(python3-venv)
+# make compat: CPython's own test suite
+dpkg -s libpython3.11-testsuite >/dev/null 2>&1 || missing+=(libpython3.11-testsuite)
 # src/lib/trace.c reads the kernel's trace through these libraries.
 for pkg in libtracefs-dev libtraceevent-dev pkg-config; do
 	dpkg -s $pkg >/dev/null 2>&1 || missing+=($pkg)

@@ -9,7 +9,7 @@
  * the runtime without entering the kernel.
  *
  * What is never rewritten (the site keeps trapping, which always works):
- *   - the vDSO, and anything not found in /proc/self/maps;
+ *   - the vDSO, and a site whose code cannot be read (process_vm_readv);
  *   - a site whose two bytes straddle a cache line (the store that swaps
  *     them would not be atomic for threads running the code meanwhile);
  *   - the red-zone policy: `call` pushes 8 bytes below rsp, where a leaf
@@ -22,11 +22,13 @@
 #include "runtime/runtime.h"
 
 #include <cpuid.h>
+#include <elf.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <sys/syscall.h>
 
 #define SLED 512                 /* > every system call number */
@@ -44,11 +46,11 @@ bool dt_rewrite_on DT_HIDDEN;
 void dt_trampoline_entry(void) DT_HIDDEN;
 extern const char dt_retrap_syscall[] DT_HIDDEN;
 
-/* Rewritten sites, and sites refused: read without a lock (a site is
- * published after its bytes changed), written under patch_lock. */
+/* Rewritten sites, and sites refused: read without a lock; a rewritten site
+ * is added under patch_lock before its bytes change. */
 static volatile uintptr_t rewritten[SITES], refused[SITES];
 static volatile int patch_lock;
-static char maps_buf[1 << 20];
+static uintptr_t vdso_lo, vdso_hi;    /* never rewritten: the kernel's own code */
 
 static inline size_t slot_of(uintptr_t a)
 {
@@ -70,14 +72,34 @@ static bool table_has(volatile uintptr_t *tab, uintptr_t a)
 static bool table_add(volatile uintptr_t *tab, uintptr_t a)
 {
 	for (size_t i = slot_of(a), n = 0; n < SITES; i = (i + 1) & (SITES - 1), n++) {
-		if (tab[i] == a)
+		uintptr_t v = tab[i];
+		if (v == a)
 			return true;
-		if (!tab[i]) {
-			__atomic_store_n(&tab[i], a, __ATOMIC_RELEASE);
+		/* compare-and-swap: refused sites are added without the lock
+		 * (warm-up only: the steady state only reads the tables) */
+		if (!v && __atomic_compare_exchange_n(&tab[i], &v, a, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
 			return true;
-		}
+		if (v == a)
+			return true;
 	}
 	return false;      /* full: the site keeps trapping */
+}
+
+/* The vDSO's code, from its ELF headers (its loadable segments start at
+ * its base), so that the trap path needs no /proc/self/maps. */
+static void vdso_range(void)
+{
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)getauxval(AT_SYSINFO_EHDR);
+	uintptr_t size = 0;
+
+	if (!eh)
+		return;
+	const Elf64_Phdr *ph = (const Elf64_Phdr *)((const char *)eh + eh->e_phoff);
+	for (int i = 0; i < eh->e_phnum; i++)
+		if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr + ph[i].p_memsz > size)
+			size = ph[i].p_vaddr + ph[i].p_memsz;
+	vdso_lo = (uintptr_t)eh;
+	vdso_hi = vdso_lo + ((size + 4095) & ~4095ul);
 }
 
 int rewrite_init(void)
@@ -115,6 +137,7 @@ int rewrite_init(void)
 	page[SLED + 10] = 0x41;                   /* jmp *%r11 */
 	page[SLED + 11] = 0xff;
 	page[SLED + 12] = 0xe3;
+	vdso_range();
 	/* Execute-only where the CPU has protection keys; readable otherwise. */
 	if (sys_call3(SYS_mprotect, 0, 4096, PROT_EXEC) < 0)
 		return -EPERM;
@@ -122,59 +145,56 @@ int rewrite_init(void)
 	return 0;
 }
 
-/* ---- finding the mapping of a site (no libc: we are in the trap) -------- */
+/* ---- reading the code around a site (no libc, no /proc: we are in the trap) */
 
-struct mapping { uintptr_t start, end; int prot; bool vdso, found; };
-
-static uintptr_t hex(const char **p)
+/* Copies [addr, addr+len) of our own memory into buf, as far as it is
+ * readable: process_vm_readv checks the mapping's protection as a read by
+ * the program would, and fails instead of faulting. */
+static size_t read_own(void *buf, uintptr_t addr, size_t len)
 {
-	uintptr_t v = 0;
-	for (;; (*p)++) {
-		char ch = **p;
-		int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
-		if (d < 0)
-			return v;
-		v = v * 16 + (uintptr_t)d;
-	}
+	struct iovec local = { buf, len }, remote = { (void *)addr, len };
+	long n = sys_call6(SYS_process_vm_readv, dt_cfg.pid,
+			   (long)&local, 1, (long)&remote, 1, 0);
+
+	return n > 0 ? (size_t)n : 0;
 }
 
-static struct mapping find_mapping(uintptr_t addr)
+/* Whether the page at addr is writable as it is: a write of its own bytes
+ * back through process_vm_writev, which (without FOLL_FORCE) fails on a page
+ * the program could not write. */
+static bool writable_own(uintptr_t addr)
 {
-	struct mapping m = { 0 };
-	long fd = sys_call3(SYS_open, "/proc/self/maps", O_RDONLY | O_CLOEXEC, 0);
-	size_t len = 0;
-	long n;
+	uint8_t b;
+	struct iovec local = { &b, 1 }, remote = { (void *)addr, 1 };
 
-	if (fd < 0)
-		return m;
-	while (len < sizeof(maps_buf) - 1 &&
-	       (n = sys_call3(SYS_read, fd, maps_buf + len, sizeof(maps_buf) - 1 - len)) > 0)
-		len += (size_t)n;
-	sys_call1(SYS_close, fd);
-	maps_buf[len] = '\0';
-	for (const char *p = maps_buf; *p; ) {
-		const char *line = p;
-		uintptr_t start = hex(&p), end;
-		p++;
-		end = hex(&p);
-		if (addr >= start && addr < end) {
-			m.start = start;
-			m.end = end;
-			m.found = true;
-			p++;
-			m.prot = (p[0] == 'r' ? PROT_READ : 0) | (p[1] == 'w' ? PROT_WRITE : 0) |
-				 (p[2] == 'x' ? PROT_EXEC : 0);
-			while (*p && *p != '\n')
-				p++;
-			m.vdso = p - line > 6 && !memcmp(p - 6, "[vdso]", 6);
-			return m;
-		}
-		while (*p && *p != '\n')
-			p++;
-		if (*p)
-			p++;
+	return read_own(&b, addr, 1) == 1 &&
+	       sys_call6(SYS_process_vm_writev, dt_cfg.pid, (long)&local, 1, (long)&remote, 1, 0) == 1;
+}
+
+/* The window the red-zone policy looks at, [site - RZ_BEFORE, site + 2 +
+ * RZ_AFTER), clipped to what is readable: the pages before and after the
+ * site's may be unmapped or guard pages.  *lo is the address of code[0]. */
+static size_t read_window(uintptr_t site, uint8_t *code, uintptr_t *lo)
+{
+	uintptr_t page = site & ~4095ul, start = site - RZ_BEFORE, end = site + 2 + RZ_AFTER;
+	size_t n = 0, got;
+
+	if (start < page) {                         /* the page before */
+		got = read_own(code, start, page - start);
+		if (got == page - start)
+			n = got;
+		else
+			start = page;
 	}
-	return m;
+	*lo = start;
+	uintptr_t mid = end < page + 4096 ? end : page + 4096;
+	got = read_own(code + n, start + n, mid - (start + n));
+	if (got != mid - (start + n))
+		return 0;                           /* the site's own page: unreadable */
+	n += got;
+	if (end > mid)                              /* the page after */
+		n += read_own(code + n, mid, end - mid);
+	return n;
 }
 
 /* The red-zone policy: memory addressed below rsp near the site. */
@@ -191,59 +211,107 @@ static bool touches_red_zone(const uint8_t *lo, const uint8_t *hi)
 	return false;
 }
 
+/* Why a site cannot be rewritten, NULL if it can: decided from a snapshot
+ * of the code around it, before any lock is taken. */
+static const char *refusal(uintptr_t site)
+{
+	uint8_t code[RZ_BEFORE + 2 + RZ_AFTER];
+	uintptr_t lo;
+	size_t n, at;
+
+	if (site >= vdso_lo && site < vdso_hi)
+		return "vdso";
+	if ((site & 63) == 63)
+		return "crosses a cache line";
+	n = read_window(site, code, &lo);
+	at = site - lo;
+	if (n < at + 2)
+		return "unreadable";
+	if (code[at] != 0x0f || code[at + 1] != 0x05)
+		return "not a syscall instruction";
+	if (touches_red_zone(code, code + n))
+		return "red zone";
+	return NULL;
+}
+
+/* The two bytes of a site become `call *%rax`, under patch_lock.  Nothing
+ * here waits, allocates or reads /proc, and no signal handler runs in the
+ * middle (issue 12: a handler whose own calls trapped here used to spin on
+ * the lock its interrupted thread held):
+ *   - every signal is blocked while the lock is held and the page writable,
+ *     so no handler (which may trap and rewrite, or siglongjmp away and
+ *     leave the lock held) runs in between.  Our own calls never trap, so
+ *     blocking SIGSYS here is safe.  The mask is put back as it was: in the
+ *     trap handler that is the handler's, which its rt_sigreturn replaces
+ *     by the frame's, as always;
+ *   - the lock is only tried: a thread that finds another thread patching
+ *     leaves its site trapping this time and rewrites it at a later trap. */
+enum patch { PATCHED, BUSY, FAILED };
+
+static enum patch patch_site(uintptr_t site)
+{
+	uintptr_t page = site & ~4095ul;      /* a site never crosses a page: see refusal */
+	uint64_t all = ~0ull, old;
+	enum patch r = FAILED;
+	int prot;
+
+	sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &all, &old, 8);
+	if (__atomic_exchange_n(&patch_lock, 1, __ATOMIC_ACQUIRE)) {
+		sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, 8);
+		return BUSY;
+	}
+	if (table_has(rewritten, site)) {
+		r = PATCHED;              /* another thread's trap rewrote it meanwhile */
+		goto out;
+	}
+	/* Readable (checked by refusal) and executable (it ran); writable? */
+	prot = PROT_READ | PROT_EXEC | (writable_own(site) ? PROT_WRITE : 0);
+	/* Writable and still executable: other threads may be running it. */
+	if (sys_call3(SYS_mprotect, page, 4096, prot | PROT_WRITE) < 0)
+		goto out;
+	if (*(volatile uint16_t *)site == 0x050f && table_add(rewritten, site)) {
+		/* Known before it exists: another thread may take the new
+		 * call the moment it is stored.  One atomic 2-byte store
+		 * (within a cache line): a thread fetching the site sees
+		 * `syscall` or `call *%rax`, and both work. */
+		__atomic_store_n((volatile uint16_t *)site, (uint16_t)0xd0ff, __ATOMIC_RELEASE);
+		r = PATCHED;
+	}
+	sys_call3(SYS_mprotect, page, 4096, prot);      /* exactly as it was */
+out:
+	__atomic_store_n(&patch_lock, 0, __ATOMIC_RELEASE);
+	sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, 8);
+	return r;
+}
+
 /* Called from the trap handler of a detached thread for the site that just
  * trapped; returns whether the site is rewritten now (false: it stays a
- * trapping site, or rewrite mode is off). */
+ * trapping site, for good or, when another patch was under way, until its
+ * next trap). */
 bool rewrite_site(struct dt_thread *t, uintptr_t site)
 {
-	struct mapping m;
-	uintptr_t page_lo, page_hi;
-	const char *why = NULL;
+	const char *why;
 
 	if (!dt_rewrite_on || table_has(refused, site))
 		return false;
 	if (table_has(rewritten, site))
-		return true;      /* another thread's trap rewrote it meanwhile */
-	while (__atomic_exchange_n(&patch_lock, 1, __ATOMIC_ACQUIRE))
-		cpu_relax();
-	m = find_mapping(site);
-	if (!m.found || site + 2 > m.end)
-		why = "unmapped";
-	else if (m.vdso)
-		why = "vdso";
-	else if ((site & 63) == 63)
-		why = "crosses a cache line";
-	else if (touches_red_zone((const uint8_t *)(site - RZ_BEFORE < m.start ? m.start : site - RZ_BEFORE),
-				  (const uint8_t *)(site + 2 + RZ_AFTER > m.end ? m.end : site + 2 + RZ_AFTER)))
-		why = "red zone";
-	else if (((const uint8_t *)site)[0] != 0x0f || ((const uint8_t *)site)[1] != 0x05)
-		why = "not a syscall instruction";
+		return true;
+	why = refusal(site);
 	if (!why) {
-		page_lo = site & ~4095ul;
-		page_hi = (site + 2 + 4095) & ~4095ul;
-		/* Writable and still executable: other threads may be running it. */
-		if (sys_call3(SYS_mprotect, page_lo, page_hi - page_lo, m.prot | PROT_WRITE | PROT_EXEC) < 0) {
-			why = "mprotect";
-		} else if (!table_add(rewritten, site)) {
-			why = "table full";
-			sys_call3(SYS_mprotect, page_lo, page_hi - page_lo, m.prot);
-		} else {
-			/* Known before it exists: another thread may take the new
-			 * call the moment it is stored.  One atomic 2-byte store
-			 * (within a cache line): a thread fetching the site sees
-			 * `syscall` or `call *%rax`, and both work. */
-			__atomic_store_n((volatile uint16_t *)site, (uint16_t)0xd0ff, __ATOMIC_RELEASE);
-			sys_call3(SYS_mprotect, page_lo, page_hi - page_lo, m.prot);   /* exactly as it was */
+		switch (patch_site(site)) {
+		case PATCHED:
+			t->stats->sites_rewritten++;
+			return true;
+		case BUSY:
+			return false;
+		case FAILED:
+			why = "mprotect or table full";
+			break;
 		}
 	}
-	if (why) {
-		table_add(refused, site);
-		t->stats->sites_refused++;
-	} else {
-		t->stats->sites_rewritten++;
-	}
-	__atomic_store_n(&patch_lock, 0, __ATOMIC_RELEASE);
-	return !why;
+	table_add(refused, site);
+	t->stats->sites_refused++;
+	return false;
 }
 
 /* A jump into page 0 that came from no rewritten site: a NULL function

@@ -1,0 +1,244 @@
+/* What channels, doorbells and regions share: names in IPC_DIR, files
+ * created whole and then named (link), mapped, prefaulted and locked at
+ * open so that nothing faults later on a detached thread; roles held by
+ * live processes; the FIFO that wakes Linux waiters.  Everything here runs
+ * at open or close, or on Linux threads: it may enter the kernel. */
+#include "runtime/ipc.h"
+#include "detach/detach.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int ipc_path(char *buf, size_t len, const char *name, const char *suffix)
+{
+	if (!ipc_name_ok(name))
+		return -EINVAL;
+	snprintf(buf, len, "%s/%s%s", IPC_DIR, name, suffix);
+	return 0;
+}
+
+/* Every user's programs meet here, as in /dev/shm itself. */
+static void make_dir(void)
+{
+	if (mkdir(REGISTRY_DIR, 01777) == 0)
+		chmod(REGISTRY_DIR, 01777);
+	if (mkdir(IPC_DIR, 01777) == 0)
+		chmod(IPC_DIR, 01777);
+}
+
+void ipc_prefault(void *p, size_t bytes)
+{
+	/* An atomic add of 0 is a write that changes nothing, whoever else
+	 * writes the page meanwhile: the page is mapped writable now. */
+	for (size_t off = 0; off < bytes; off += 4096)
+		__atomic_fetch_add((uint64_t *)((char *)p + off), 0, __ATOMIC_RELAXED);
+}
+
+/* The file made whole under a temporary name, then linked to its name:
+ * an opener never sees a header half written.  Returns the open fd. */
+static int create_file(const char *path, size_t bytes, const void *init, size_t init_bytes)
+{
+	char tmp[IPC_NAME_MAX + 128];
+	int fd, err = 0;
+
+	snprintf(tmp, sizeof(tmp), "%s/.new.%d.%llx", IPC_DIR, (int)getpid(), (unsigned long long)rdtsc());
+	fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)bytes) || (init_bytes && pwrite(fd, init, init_bytes, 0) != (ssize_t)init_bytes))
+		err = -errno;
+	else if (link(tmp, path))
+		err = -errno;
+	unlink(tmp);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+int ipc_open_file(const char *name, const char *suffix, bool create, size_t bytes, size_t max_bytes,
+		  const void *init, size_t init_bytes, void **map, size_t *map_bytes, bool *created)
+{
+	char path[IPC_NAME_MAX + 64];
+	struct stat st;
+	int fd, err;
+	void *p;
+
+	if ((err = ipc_path(path, sizeof(path), name, suffix)))
+		return err;
+	make_dir();
+	*created = false;
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT && create) {
+		fd = create_file(path, bytes, init, init_bytes);
+		if (fd >= 0)
+			*created = true;
+		else if (fd == -EEXIST)          /* another creator was first */
+			fd = open(path, O_RDWR | O_CLOEXEC);
+		else
+			return fd;
+	}
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st)) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	if (st.st_size <= 0 || (size_t)st.st_size > max_bytes || (st.st_size & 4095)) {
+		close(fd);
+		return -EINVAL;                  /* not one of ours, or damaged */
+	}
+	p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+	err = -errno;
+	close(fd);
+	if (p == MAP_FAILED)
+		return err;
+	ipc_prefault(p, (size_t)st.st_size);
+	/* Locked, so that reclaim never takes a page back from under a detached
+	 * thread; without the privilege (RLIMIT_MEMLOCK) the pages stay
+	 * prefaulted, which is all a machine without swap needs. */
+	mlock(p, (size_t)st.st_size);
+	*map = p;
+	*map_bytes = (size_t)st.st_size;
+	return 0;
+}
+
+int ipc_open_wake(const char *name, const char *suffix)
+{
+	char path[IPC_NAME_MAX + 64];
+	int fd, err;
+
+	if ((err = ipc_path(path, sizeof(path), name, suffix)))
+		return err;
+	for (int i = 0; i < 2; i++) {
+		/* O_RDWR: a FIFO opened for both never blocks the open and never
+		 * reports end-of-file when the other side goes */
+		fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+		if (fd >= 0 || errno != ENOENT)
+			break;
+		if (mkfifo(path, 0600) && errno != EEXIST)
+			return -errno;
+	}
+	return fd >= 0 ? fd : -errno;
+}
+
+int ipc_unlink(const char *name, const char *suffix, bool with_wake)
+{
+	char path[IPC_NAME_MAX + 64], wake[IPC_NAME_MAX + 80];
+	int err;
+
+	if ((err = ipc_path(path, sizeof(path), name, suffix)))
+		return err;
+	if (unlink(path))
+		return -errno;
+	if (with_wake) {
+		snprintf(wake, sizeof(wake), "%s.wake", path);
+		unlink(wake);
+	}
+	return 0;
+}
+
+/* State and start time of pid from /proc/PID/stat; -errno if it is gone. */
+static int proc_stat(uint32_t pid, char *state, uint64_t *starttime)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long st = 0;
+	int err;
+
+	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+	if ((err = read_text_file(path, buf, sizeof(buf))))
+		return err;
+	if (!(p = strrchr(buf, ')')))
+		return -EINVAL;
+	/* after "pid (comm) ": state is field 3, starttime field 22 */
+	if (sscanf(p + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+		   state, &st) != 2)
+		return -EINVAL;
+	*starttime = st;
+	return 0;
+}
+
+uint64_t ipc_self_role(void)
+{
+	static pid_t pid;
+	static uint64_t role;
+	pid_t now = getpid();
+	uint64_t st = 0;
+	char state;
+
+	if (pid != now) {                        /* first call, or a fork child */
+		proc_stat((uint32_t)now, &state, &st);
+		role = ipc_role_word((uint32_t)now, (uint32_t)st);
+		pid = now;
+	}
+	return role;
+}
+
+bool ipc_role_alive(uint64_t role)
+{
+	uint64_t st;
+	char state;
+
+	if (!ipc_role_pid(role) || proc_stat(ipc_role_pid(role), &state, &st))
+		return false;
+	return state != 'Z' && state != 'X' && (uint32_t)st == (uint32_t)(role >> 32);
+}
+
+int ipc_role_claim(uint64_t *word, uint64_t me)
+{
+	for (int tries = 0; tries < 16; tries++) {
+		uint64_t cur = load_acquire(word);
+
+		if (cur == me || (cur && ipc_role_alive(cur)))
+			return -EBUSY;
+		if (__atomic_compare_exchange_n(word, &cur, me, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			return 0;
+	}
+	return -EBUSY;
+}
+
+void ipc_role_release(uint64_t *word, uint64_t me)
+{
+	uint64_t cur = me;
+
+	__atomic_compare_exchange_n(word, &cur, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+}
+
+void ipc_wake(int wake_fd)
+{
+	/* EAGAIN: the FIFO is full, the waiter has plenty to wake it */
+	if (write(wake_fd, "", 1) < 0)
+		return;
+}
+
+void ipc_drain(int wake_fd)
+{
+	char buf[256];
+
+	while (read(wake_fd, buf, sizeof(buf)) > 0)
+		;
+}
+
+void ipc_sleep(int wake_fd, uint64_t deadline)
+{
+	struct pollfd pfd = { .fd = wake_fd, .events = POLLIN };
+	struct timespec ts;
+
+	if (deadline) {
+		uint64_t now = dt_now_ns();
+		if (now >= deadline)
+			return;
+		ts.tv_sec = (time_t)((deadline - now) / 1000000000u);
+		ts.tv_nsec = (long)((deadline - now) % 1000000000u);
+	}
+	ppoll(&pfd, 1, deadline ? &ts : NULL, NULL);
+}

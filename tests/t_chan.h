@@ -1,0 +1,96 @@
+/* Helpers for the channel tests (tests/api_chan_*.c): a detached thread
+ * started with dt_detach() in a program not run by `detach run`, and the
+ * kernel's own counters of a thread, which must stay flat while it uses
+ * channels, bells and regions. */
+#ifndef DETACH_TESTS_T_CHAN_H
+#define DETACH_TESTS_T_CHAN_H
+
+#include "t_detach.h"
+#include <detach/detach.h>
+#include "lib/ipc.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+/* What a thread costs the kernel: system calls that read or wrote
+ * (io syscr, syscw), sleeps (voluntary switches), kernel time (stat stime). */
+struct t_kernel {
+	long long syscr, syscw, vol, stime;
+};
+
+static inline void t_kernel_read(pid_t tid, struct t_kernel *k)
+{
+	k->syscr = t_task_value(tid, "io", "syscr");
+	k->syscw = t_task_value(tid, "io", "syscw");
+	k->vol = t_task_value(tid, "status", "voluntary_ctxt_switches");
+	k->stime = t_task_stat_field(tid, 15);
+}
+
+/* Checks that nothing moved between a and b, ns apart; what names the
+ * interval.  Kernel time only up to noise, as tests/rewrite_calls.c:
+ * interrupts taken on a CPU that is not isolated (here the disk's) are
+ * charged to whoever runs there; a call per message would cost about half
+ * of the time. */
+static inline void t_kernel_flat(const char *what, const struct t_kernel *a, const struct t_kernel *b, uint64_t ns)
+{
+	long long ticks = (long long)(ns * (uint64_t)sysconf(_SC_CLK_TCK) / 1000000000ull);
+
+	printf("%s: syscr +%lld, syscw +%lld, voluntary switches +%lld, stime +%lld of %lld ticks\n", what,
+	       b->syscr - a->syscr, b->syscw - a->syscw, b->vol - a->vol, b->stime - a->stime, ticks);
+	t_check(a->syscr >= 0 && b->syscr == a->syscr, "%s: the detached thread read through the kernel", what);
+	t_check(b->syscw == a->syscw, "%s: the detached thread wrote through the kernel", what);
+	t_check(b->vol == a->vol, "%s: the detached thread slept in the kernel", what);
+	t_check((b->stime - a->stime) * 10 <= ticks + 20, "%s: the detached thread spent time in the kernel", what);
+}
+
+static inline pid_t t_gettid(void)
+{
+	return (pid_t)syscall(SYS_gettid);
+}
+
+/* Skips where a detached thread cannot be had; a unique name per test run. */
+static inline void t_chan_setup(char *name, size_t len, const char *base)
+{
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		t_skip("needs 2 CPUs");
+	if (getenv("DETACH_PID"))
+		t_skip("runs without detach run");
+	snprintf(name, len, "%s-%d", base, (int)getpid());
+}
+
+/* Runs fn on a new thread detached on T_DETACHED_CPU; returns when it ends. */
+static inline void t_run_detached(void *(*fn)(void *), void *arg)
+{
+	pthread_t th;
+
+	pthread_create(&th, NULL, fn, arg);
+	pthread_join(th, NULL);
+}
+
+/* Detaches the calling thread.  The first reads of its counters after
+ * dt_detach() still add 2 to its own syscr (seen in sud and rewrite mode,
+ * a runtime matter): one warm-up read, so that intervals measured later
+ * show the channel's cost only. */
+static inline int t_detach_self(void)
+{
+	struct t_kernel warm;
+	int err = dt_detach(T_DETACHED_CPU);
+
+	t_check(err == 0, "dt_detach: %s", strerror(-err));
+	if (!err)
+		t_kernel_read(t_gettid(), &warm);
+	return err;
+}
+
+/* Exit status of a child, or -1 if a signal ended it. */
+static inline int t_wait_child(pid_t pid)
+{
+	int st;
+
+	if (waitpid(pid, &st, 0) != pid)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+#endif

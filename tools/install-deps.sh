@@ -25,6 +25,7 @@ need=(
 	mpicc.mpich:libmpich-dev
 	strace:strace
 	gdb:gdb
+	java:default-jre-headless
 )
 missing=()
 for pair in "${need[@]}"; do

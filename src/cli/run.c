@@ -54,8 +54,11 @@ static int usage(int status)
 "      --mode MODE         sud: every call traps (Syscall User Dispatch);\n"
 "                          rewrite: a site that trapped once is rewritten to call\n"
 "                          the runtime directly (needs page 0: root or\n"
-"                          vm.mmap_min_addr=0); auto (default, or $DETACH_MODE):\n"
-"                          rewrite when possible, else sud after a warning\n"
+"                          vm.mmap_min_addr=0; on a CPU without protection keys\n"
+"                          page 0 is readable: NULL reads no longer fault);\n"
+"                          auto (default, or $DETACH_MODE): rewrite where page 0\n"
+"                          can be execute-only (protection keys) and mapped,\n"
+"                          else sud\n"
 "      --proxy WAIT        spin: proxies poll continuously; adaptive: spin ~100 us\n"
 "                          after each call, then poll with short sleeps (default:\n"
 "                          spin with 2 or more housekeeping CPUs, else adaptive)\n"
@@ -273,6 +276,10 @@ static void warn_risks(const struct run_opts *o, int first_cpu)
 			cli_warn("a real-time detached thread that spins with RT throttling off starves CPU %d's "
 			     "kernel threads unless the CPU is isolated (detach isolate)", first_cpu);
 	}
+	if (!strcmp(o->mode, "rewrite") && !exec_only_pages())
+		cli_warn("--mode rewrite on a CPU without protection keys: page 0 holds the trampoline and is "
+			 "readable, so NULL reads no longer fault (a JVM's implicit null checks then read garbage "
+			 "instead of throwing NullPointerException); the default mode (sud here) keeps them");
 	if (o->proxy && !strcmp(o->proxy, "spin") && CPU_COUNT(&o->housekeeping) == 1)
 		cli_warn("--proxy spin on the single housekeeping CPU keeps it busy for the program's lifetime");
 }

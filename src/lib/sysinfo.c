@@ -1,6 +1,7 @@
 /* Small facts about the machine, read from /proc and /sys. */
 #include "lib/util.h"
 
+#include <cpuid.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -58,6 +59,15 @@ int read_long_file(const char *path, long *v)
 	if (errno || end == buf)
 		return -EINVAL;
 	return 0;
+}
+
+bool exec_only_pages(void)
+{
+	unsigned a, b, c, d;
+
+	/* CPUID.(EAX=7,ECX=0):ECX bit 4, OSPKE: the OS enabled protection keys,
+	 * which Linux then uses for PROT_EXEC-only mappings. */
+	return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 4));
 }
 
 void cpu_model(char *buf, size_t len)

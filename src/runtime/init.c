@@ -96,13 +96,23 @@ static bool read_contract(void)
 	return true;
 }
 
-/* rewrite needs page 0 for its trampoline; auto settles for sud without. */
+/* rewrite needs page 0 for its trampoline.  The default (auto) must not
+ * change what a NULL dereference does: it takes rewrite only where page 0
+ * can be execute-only (protection keys), so that a NULL read still faults
+ * (a JVM's implicit null checks rely on it), and settles for sud otherwise.
+ * `--mode rewrite` asked for explicitly runs anyway: `detach run` warns. */
 static void choose_mode(void)
 {
 	int err;
 
 	if (!strcmp(dt_cfg.mode, "sud"))
 		return;
+	if (!strcmp(dt_cfg.mode, "auto") && !exec_only_pages()) {
+		dt_verbose("sud mode: this CPU has no protection keys, so rewrite mode's page 0 "
+			   "would be readable and NULL reads would no longer fault");
+		snprintf(dt_cfg.mode, sizeof(dt_cfg.mode), "sud");
+		return;
+	}
 	err = rewrite_init();
 	if (!err) {
 		snprintf(dt_cfg.mode, sizeof(dt_cfg.mode), "rewrite");

@@ -3,11 +3,11 @@
  * the program, pins, locks and detaches its first thread (src/runtime/init.c). */
 #include "cli/cli.h"
 #include "cli/mpi_rank.h"
+#include "lib/elf.h"
 #include "lib/contract.h"
 #include "lib/partition.h"
 #include "lib/util.h"
 
-#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -199,44 +199,26 @@ static int resolve_command(const char *cmd, char *path, size_t len)
 	return 127;
 }
 
-/* 1: an ELF executable without a program interpreter (static: the runtime
- * cannot be preloaded).  Scripts are judged by their interpreter. */
-static int is_static(const char *path, int depth)
+static long plain_open(int dirfd, const char *path)
 {
-	char buf[256];
-	Elf64_Ehdr eh;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-	int result = 0;
+	int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
 
-	if (fd < 0)
-		return 0;
-	n = pread(fd, buf, sizeof(buf) - 1, 0);
-	if (n > 2 && buf[0] == '#' && buf[1] == '!' && depth == 0) {
-		buf[n] = '\0';
-		char *interp = buf + 2 + strspn(buf + 2, " \t");
-		interp[strcspn(interp, " \t\n")] = '\0';
-		close(fd);
-		return is_static(interp, 1);
-	}
-	if (n >= (ssize_t)sizeof(eh) && !memcmp(buf, ELFMAG, SELFMAG) && buf[EI_CLASS] == ELFCLASS64) {
-		memcpy(&eh, buf, sizeof(eh));
-		if (eh.e_type == ET_EXEC || eh.e_type == ET_DYN) {
-			result = 1;
-			for (int i = 0; i < eh.e_phnum; i++) {
-				Elf64_Phdr ph;
-				if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + (Elf64_Off)i * eh.e_phentsize)) != sizeof(ph))
-					break;
-				if (ph.p_type == PT_INTERP) {
-					result = 0;
-					break;
-				}
-			}
-		}
-	}
-	close(fd);
-	return result;
+	return fd < 0 ? -errno : fd;
 }
+
+static long plain_pread(long fd, void *buf, size_t len, long off)
+{
+	ssize_t n = pread((int)fd, buf, len, off);
+
+	return n < 0 ? -errno : n;
+}
+
+static void plain_close(long fd)
+{
+	close((int)fd);
+}
+
+static const struct file_ops plain_file = { plain_open, plain_pread, plain_close };
 
 /* The runtime: $DETACH_LIB, else beside the command (build tree), else
  * ../lib/ (installed). */
@@ -444,7 +426,7 @@ static int run_main(int argc, char **argv)
 		cli_err("%s: %s", argv[optind], rc == 127 ? "command not found" : "permission denied");
 		return rc;
 	}
-	if (is_static(cmdpath, 0)) {
+	if (exec_is_static(AT_FDCWD, cmdpath, &plain_file)) {
 		cli_err("%s is statically linked: the runtime cannot be preloaded into it", cmdpath);
 		cli_note("detach needs a dynamically linked program (LD_PRELOAD); rebuild it without -static");
 		return 1;

@@ -5,7 +5,9 @@
  * else's exec (children, other threads) gets them. */
 #include "runtime/runtime.h"
 #include "lib/contract.h"
+#include "lib/elf.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -48,6 +50,47 @@ void env_scrub(void)
 		}
 		unsetenv(vars[i]);
 	}
+}
+
+/* Raw calls for exec_is_static: we are inside the trap. */
+static long raw_open(int dirfd, const char *path)
+{
+	return sys_call4(SYS_openat, dirfd, path, O_RDONLY | O_CLOEXEC, 0);
+}
+
+static long raw_pread(long fd, void *buf, size_t len, long off)
+{
+	return sys_call4(SYS_pread64, fd, buf, len, off);
+}
+
+static void raw_close(long fd)
+{
+	sys_call1(SYS_close, fd);
+}
+
+/* A static image cannot take the runtime: it would run undetached without
+ * a word.  Said as `detach run` says it of a static program named directly
+ * (the exec may still fail: then the program learns why from its errno). */
+static void warn_if_static(long nr, const long a[6])
+{
+	static const struct file_ops raw_file = { raw_open, raw_pread, raw_close };
+	static const char msg1[] = "detach: warning: ";
+	static const char msg2[] = " is statically linked: the runtime cannot be preloaded into it, "
+				   "so it runs undetached\n";
+	int dirfd = nr == SYS_execve ? AT_FDCWD : (int)a[0];
+	const char *path = (const char *)(nr == SYS_execve ? a[0] : a[1]);
+
+	if (!path)
+		return;
+	if (path[0] && sys_call4(SYS_faccessat, dirfd, path, X_OK, 0) < 0)
+		return;                         /* the exec fails: nothing runs */
+	if (!path[0] && !(nr == SYS_execveat && (a[4] & AT_EMPTY_PATH)))
+		return;
+	if (!exec_is_static(dirfd, path, &raw_file))
+		return;
+	sys_call3(SYS_write, 2, msg1, sizeof(msg1) - 1);
+	sys_call3(SYS_write, 2, path[0] ? path : "the program", strlen(path[0] ? path : "the program"));
+	sys_call3(SYS_write, 2, msg2, sizeof(msg2) - 1);
 }
 
 /* Runs on the detached thread inside the trap: no allocation but one mmap
@@ -106,6 +149,7 @@ long env_execve(long nr, long a[6])
 	out[at++] = preload;
 	out[at] = NULL;
 
+	warn_if_static(nr, a);
 	memcpy(b, a, sizeof(b));
 	b[nr == SYS_execve ? 2 : 3] = (long)out;
 	ret = sys_call6(nr, b[0], b[1], b[2], b[3], b[4], b[5]);

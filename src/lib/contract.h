@@ -17,12 +17,13 @@
 #define ENV_VERBOSE      "DETACH_VERBOSE"      /* 1: runtime reports what it does */
 #define ENV_HOME_CPUSET  "DETACH_HOME_CPUSET"  /* the cpuset `detach run` ran in (/proc/self/cpuset) */
 #define ENV_SELECT       "DETACH_SELECT"       /* which threads: first,order:N,name:GLOB,pinned */
+#define ENV_CPUTIME      "DETACH_CPUTIME"      /* the runtime's CPU time and the kept RLIMIT_CPU, across exec */
 
 /* Every variable above, for scrubbing and re-injection. */
 #define CONTRACT_VARS { ENV_PID, ENV_CPUS, ENV_HOUSEKEEPING, ENV_POLICY, ENV_MLOCK, \
 			ENV_STATS, ENV_MODE, ENV_PROXY, ENV_PRELOAD_WAS, ENV_VERBOSE, ENV_HOME_CPUSET, \
-			ENV_SELECT }
-#define CONTRACT_NVARS 12
+			ENV_SELECT, ENV_CPUTIME }
+#define CONTRACT_NVARS 13
 
 /* Where running detached processes publish their live statistics
  * (`detach ps` reads them): REGISTRY_DIR/<pid>. */

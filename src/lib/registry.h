@@ -23,6 +23,8 @@ struct dt_thread_stats {
 	volatile uint64_t forwarded;    /* carried out by the proxy */
 	volatile uint64_t local;        /* run on the detached thread itself */
 	volatile uint64_t emulated;     /* answered without the kernel */
+	volatile uint64_t waited;       /* TSC cycles spent waiting for the runtime
+					 * (timed waits, forwarded calls): cputime.c */
 	volatile uint64_t traps;        /* Syscall User Dispatch traps at program sites */
 	volatile uint64_t retraps;      /* rewrite mode: calls sent to the trap path on purpose */
 	volatile uint64_t sites_rewritten;
@@ -32,9 +34,10 @@ struct dt_thread_stats {
 	struct kernel_counters at_detach;   /* the kernel's figures when detached */
 	struct kernel_counters at_exit;     /* ... and when it exited or attached */
 	volatile int32_t ended;             /* at_exit is valid */
+	uint64_t proxy_cpu[3];              /* the proxy's CPU clocks when it ended (ns) */
 };
 
-#define REGISTRY_MAGIC 0x31484354454400ull   /* "DETACH1" */
+#define REGISTRY_MAGIC 0x32484354454400ull   /* "DETACH2" */
 struct dt_registry {
 	uint64_t magic;
 	int32_t pid;

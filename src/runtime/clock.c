@@ -45,11 +45,19 @@ __attribute__((noinline, section("detach_wait")))
 long timed_wait_until(struct dt_thread *t, clockid_t clk, uint64_t deadline_ns)
 {
 	uint64_t hz = dt_cfg.tsc.hz, check = ns_to_tsc_cycles(&dt_cfg.tsc, CHECK_NS);
-	uint64_t now = clock_ns(clk), c = rdtsc(), target, next;
+	uint64_t now = clock_ns(clk), c, target, next, c0;
+
+	/* a CPU-time limit the runtime could not lift (cputime.c) */
+	if (dt_cpu_limited && cputime_limited_sleep(clk, deadline_ns, &now))
+		return -EINTR;
+	c = c0 = rdtsc();
 
 	for (;;) {
-		if (now >= deadline_ns)
+		if (now >= deadline_ns) {
+			if (t)          /* not the program's CPU time (cputime.c) */
+				t->stats->waited += rdtsc() - c0;
 			return 0;
+		}
 		/* cycles to go, capped so that the product cannot overflow */
 		uint64_t left = deadline_ns - now;
 		target = c + (left > 1000000000000ull ? 1000000000000ull : left) * hz / 1000000000ull;
@@ -57,6 +65,7 @@ long timed_wait_until(struct dt_thread *t, clockid_t clk, uint64_t deadline_ns)
 		do {
 			if (t && t->intr_signo) {
 				t->intr_signo = 0;
+				t->stats->waited += c - c0;
 				return -EINTR;
 			}
 			cpu_relax();

@@ -132,7 +132,13 @@ static const struct rule rules[DT_NR_SYSCALLS] = {
 	[SYS_setpriority]     = R_FN(do_priority, "PRIO_PROCESS 0 is the calling thread"),
 	[SYS_ioprio_get]      = R_FN(do_priority, "IOPRIO_WHO_PROCESS 0 is the calling thread"),
 	[SYS_ioprio_set]      = R_FN(do_priority, "IOPRIO_WHO_PROCESS 0 is the calling thread"),
-	[SYS_getrusage]       = R_FN(do_getrusage, "RUSAGE_THREAD is the calling thread"),
+	/* CPU time: the caller's clocks are the detached thread's, less the
+	 * runtime's waiting (cputime.c) */
+	[SYS_getrusage]       = R_FN(do_getrusage, "RUSAGE_THREAD is the calling thread; less the runtime's time"),
+	[SYS_times]           = R_FN(do_times, "less the runtime's time"),
+	[SYS_getrlimit]       = R_FN(do_rlimit, "RLIMIT_CPU is the program's while the runtime keeps it"),
+	[SYS_setrlimit]       = R_FN(do_rlimit, "RLIMIT_CPU is the program's while the runtime keeps it"),
+	[SYS_prlimit64]       = R_FN(do_rlimit, "RLIMIT_CPU is the program's while the runtime keeps it"),
 	[SYS_clock_gettime]   = R_FN(do_cpu_clock, "every encoding of the caller's CPU clock is the detached thread's"),
 	[SYS_clock_getres]    = R_FN(do_cpu_clock, "every encoding of the caller's CPU clock is the detached thread's"),
 	[SYS_timer_create]    = R_FN(do_cpu_clock, "every encoding of the caller's CPU clock is the detached thread's"),

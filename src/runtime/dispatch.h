@@ -31,9 +31,9 @@ bool sigfd_in_fdset(const void *set, long nfds) DT_HIDDEN;
 /* waits.c */
 DT_HIDDEN call_fn do_sleep, do_masked_wait;
 /* cputime.c */
-DT_HIDDEN call_fn do_cpu_clock;
+DT_HIDDEN call_fn do_cpu_clock, do_getrusage, do_times, do_rlimit;
 /* identity.c */
-DT_HIDDEN call_fn do_capset, do_futex, do_getrusage, do_priority, do_prctl, do_gettid,
+DT_HIDDEN call_fn do_capset, do_futex, do_priority, do_prctl, do_gettid,
 	do_setscheduler, do_getcpu, do_sched_yield;
 
 static inline void count(struct dt_thread *t, long nr, volatile uint64_t *kind)

@@ -105,7 +105,7 @@ long env_execve(long nr, long a[6])
 
 	for (char **e = envp; e && *e; e++)
 		n++;
-	size = (n + CONTRACT_NVARS + 3) * sizeof(char *) + 2 * 8192;
+	size = (n + CONTRACT_NVARS + 3) * sizeof(char *) + 2 * 8192 + CPUTIME_ENV_MAX;
 	out = (char **)sys_call6(SYS_mmap, 0, (long)size, PROT_READ | PROT_WRITE,
 				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if ((long)out < 0 && (long)out > -4096)
@@ -131,8 +131,10 @@ long env_execve(long nr, long a[6])
 			out[at++] = *e;
 	}
 	for (int i = 0; i < nsaved; i++)
-		if (!starts_with_var(saved[i], ENV_PRELOAD_WAS))
+		if (!starts_with_var(saved[i], ENV_PRELOAD_WAS) && !starts_with_var(saved[i], ENV_CPUTIME))
 			out[at++] = saved[i];
+	cputime_to_env(dt_self, was + 8192);        /* as of now */
+	out[at++] = was + 8192;
 	/* LD_PRELOAD=<runtime>[:<the program's own>], and the program's own
 	 * remembered so that the new image sees just that. */
 	p = preload;

@@ -1,4 +1,4 @@
-/* Calls that name the calling thread implicitly (pid 0, RUSAGE_THREAD, PI
+/* Calls that name the calling thread implicitly (pid 0, PI
  * futex ownership, prctl options): forwarded with the detached thread
  * named, run here, or answered without the kernel.  CPU clocks: cputime.c. */
 #include "runtime/dispatch.h"
@@ -23,14 +23,6 @@ long do_futex(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	case FUTEX_CMP_REQUEUE_PI:
 		return local_call(t, nr, a);
 	}
-	return forward(t, nr, a);
-}
-
-long do_getrusage(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
-{
-	(void)uc;
-	if (a[0] == RUSAGE_THREAD)
-		return local_call(t, nr, a);
 	return forward(t, nr, a);
 }
 

@@ -84,6 +84,7 @@ static bool read_contract(void)
 	snprintf(dt_cfg.select, sizeof(dt_cfg.select), "%s", (v = getenv(ENV_SELECT)) && *v ? v : "first");
 	if ((v = getenv(ENV_HOME_CPUSET)))
 		snprintf(dt_cfg.home_cpuset, sizeof(dt_cfg.home_cpuset), "%s", v);
+	cputime_from_env(getenv(ENV_CPUTIME));
 	if ((v = getenv(ENV_STATS)))
 		snprintf(dt_cfg.stats_path, sizeof(dt_cfg.stats_path), "%s", v);
 	/* A spinning proxy on the only housekeeping CPU would leave nothing of
@@ -153,6 +154,7 @@ int runtime_start(void)
 	long rt = -1;
 	dt_cfg.rt_throttled = read_long_file("/proc/sys/kernel/sched_rt_runtime_us", &rt) == 0 && rt >= 0;
 	tsc_calibrate(&dt_cfg.tsc, 0);
+	cputime_start();                /* may change how proxies wait */
 	choose_mode();
 	if ((err = intercept_install()))
 		dt_die("cannot install the SIGSYS handler: %s", strerror(-err));

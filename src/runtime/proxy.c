@@ -131,7 +131,9 @@ long proxy_forward(struct dt_thread *t, long nr, const long a[6])
 	for (int i = 0; i < 6; i++)
 		mb->args[i] = a[i];
 	publish(&mb->req_seq, seq);
+	uint64_t t0 = rdtsc();          /* the wait is not the program's CPU time (cputime.c) */
 	r = wait_reply(t, seq);
+	t->stats->waited += rdtsc() - t0;
 	mb->intr = INTR_NONE;
 	same_thread_barrier();
 	t->depth--;
@@ -270,6 +272,7 @@ static void *proxy_main(void *arg)
 		} else if (nr == DT_CMD_COUNTERS) {
 			/* the detached thread is about to exit or attach: its figures */
 			kernel_counters_read(t->tid, &t->stats->at_exit);
+			cputime_proxy_ends(t->stats);
 			t->stats->ended = 1;
 		}
 		else if (nr >= 0)

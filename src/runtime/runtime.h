@@ -91,6 +91,7 @@ struct dt_thread {
 	siginfo_t raised_info;          /* written by the proxy with mb.raised */
 	volatile uint8_t selector;      /* Syscall User Dispatch selector byte */
 	bool app_blocks_sigsys;         /* what the program believes of its mask */
+	uint64_t cpu_seen[5][3];        /* CPU times last answered (cputime.c) */
 	struct dt_thread_stats *stats;
 	char path[4096 + 64];           /* /proc/thread-self rewriting */
 	struct dt_thread_stats own_stats; /* counters until a registry slot is had */
@@ -170,6 +171,16 @@ void proxy_stop(struct dt_thread *t) DT_HIDDEN;
 void proxy_abandoned(struct dt_thread *t) DT_HIDDEN;
 void proxy_interrupt_taken(ucontext_t *uc) DT_HIDDEN;
 extern __thread bool dt_is_proxy DT_HIDDEN;
+
+/* cputime.c */
+void cputime_start(void) DT_HIDDEN;
+void cputime_child(void) DT_HIDDEN;
+void cputime_proxy_ends(struct dt_thread_stats *s) DT_HIDDEN;
+void cputime_from_env(const char *v) DT_HIDDEN;
+void cputime_to_env(struct dt_thread *t, char *buf) DT_HIDDEN;
+long cputime_limited_sleep(clockid_t clk, uint64_t deadline_ns, uint64_t *now) DT_HIDDEN;
+extern bool dt_cpu_limited DT_HIDDEN;
+#define CPUTIME_ENV_MAX 192
 
 /* env.c */
 void env_scrub(void) DT_HIDDEN;

@@ -125,6 +125,7 @@ static void write_thread(struct json *j, const struct dt_thread_stats *s)
 	json_uint(j, "forwarded", s->forwarded);
 	json_uint(j, "local", s->local);
 	json_uint(j, "emulated", s->emulated);
+	json_uint(j, "waited_ns", tsc_cycles_to_ns(&dt_cfg.tsc, s->waited));
 	json_uint(j, "traps", s->traps);
 	json_uint(j, "retraps", s->retraps);
 	json_uint(j, "sites_rewritten", s->sites_rewritten);

@@ -495,6 +495,8 @@ void dt_child_placement(void)
 	if (dt_self)
 		dt_self->vfork_child = 1;
 	move_home();
+	if (sys_call0(SYS_getpid) != dt_cfg.pid)
+		cputime_child();        /* a new process */
 	if (!dt_self && dt_observing && dt_cfg.active && !dt_is_proxy) {
 		struct dt_thread *t = thread_alloc();
 		int n = atomic_fetch_add(&created, 1) + 1;

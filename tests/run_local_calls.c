@@ -65,8 +65,10 @@ static void policy_row(void)
 	struct sched_param sp = { .sched_priority = 5 };
 	cpu_set_t set;
 
+	/* The thread's own settings are kept by the runtime (run_sched_kept);
+	 * the kernel keeps the detached thread and its proxy where they were. */
 	t_check(sched_setscheduler(0, SCHED_RR | SCHED_RESET_ON_FORK, &sp) == 0, "sched_setscheduler: %s", strerror(errno));
-	t_check(t_task_stat_field(me, 41) == SCHED_RR, "sched_setscheduler: detached policy %lld", t_task_stat_field(me, 41));
+	t_check(t_task_stat_field(me, 41) == SCHED_OTHER, "sched_setscheduler: detached policy %lld", t_task_stat_field(me, 41));
 	t_check(t_task_stat_field(proxy, 41) == SCHED_OTHER, "sched_setscheduler: proxy policy %lld", t_task_stat_field(proxy, 41));
 	t_check((sched_getscheduler(0) & ~SCHED_RESET_ON_FORK) == SCHED_RR, "sched_getscheduler(0) %d", sched_getscheduler(0));
 	struct sched_param got = { 0 };
@@ -74,23 +76,18 @@ static void policy_row(void)
 	sp.sched_priority = 0;
 	sched_setscheduler(0, SCHED_OTHER | SCHED_RESET_ON_FORK, &sp);
 
-	/* affinity: getaffinity(0) is the detached thread's; a change shows on it */
 	CPU_ZERO(&set);
-	t_check(sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) == 1 && CPU_ISSET(1, &set),
-		"sched_getaffinity(0) is not the detached CPU");
 	CPU_SET(0, &set);
+	CPU_SET(1, &set);
 	sched_setaffinity(0, sizeof(set), &set);
-	check_str(me, "Cpus_allowed_list", "0-1", "sched_setaffinity");
+	check_str(me, "Cpus_allowed_list", "1", "sched_setaffinity");
 	check_str(proxy, "Cpus_allowed_list", "0", "sched_setaffinity proxy");
-	CPU_CLR(0, &set);
-	sched_setaffinity(0, sizeof(set), &set);
-	check_str(me, "Cpus_allowed_list", "1", "sched_setaffinity back");
 }
 
 static void priority_row(void)
 {
 	t_check(setpriority(PRIO_PROCESS, 0, 3) == 0, "setpriority: %s", strerror(errno));
-	t_check(t_task_stat_field(me, 19) == 3, "setpriority: detached nice %lld", t_task_stat_field(me, 19));
+	t_check(t_task_stat_field(me, 19) == 0, "setpriority: detached nice %lld (kept by the runtime)", t_task_stat_field(me, 19));
 	t_check(t_task_stat_field(proxy, 19) == 0, "setpriority: proxy nice %lld", t_task_stat_field(proxy, 19));
 	t_check(getpriority(PRIO_PROCESS, 0) == 3, "getpriority(0) %d", getpriority(PRIO_PROCESS, 0));
 	setpriority(PRIO_PROCESS, 0, 0);

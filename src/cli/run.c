@@ -28,6 +28,7 @@ struct run_opts {
 	const char *mode;
 	const char *proxy;       /* NULL: chosen by the runtime's default rule */
 	bool verbose;
+	bool keep_policy;        /* the program's scheduling requests for real */
 	bool oversubscribe;      /* MPI ranks beyond the detached CPUs run undetached */
 };
 
@@ -49,6 +50,10 @@ static int usage(int status)
 "                          other CPU of the caller's affinity outside the partition)\n"
 "  -P, --priority POLICY   policy of detached threads: o (SCHED_OTHER, default),\n"
 "                          f:N (SCHED_FIFO N), r:N (SCHED_RR N)\n"
+"      --keep-policy       apply a detached thread's own scheduling requests\n"
+"                          (policy, priority, nice, affinity) for real; by\n"
+"                          default the runtime keeps them and reports them back\n"
+"                          while the kernel keeps the thread where detach put it\n"
 "      --no-mlock          do not mlockall, prefault the stack or advise huge pages\n"
 "      --stats FILE        write per-thread statistics as JSON at exit\n"
 "      --mode MODE         sud: every call traps (Syscall User Dispatch);\n"
@@ -290,6 +295,7 @@ static int run_main(int argc, char **argv)
 		{ "proxy", required_argument, NULL, 'p' },
 		{ "select", required_argument, NULL, 's' },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "keep-policy", no_argument, NULL, 'K' },
 		{ "oversubscribe", no_argument, NULL, 'O' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -353,6 +359,7 @@ static int run_main(int argc, char **argv)
 			select = optarg;
 			break;
 		case 'v': o.verbose = true; break;
+		case 'K': o.keep_policy = true; break;
 		case 'O': o.oversubscribe = true; break;
 		case 'h': return usage(0);
 		default: return cli_bad_option("run", argv);
@@ -496,6 +503,10 @@ static int run_main(int argc, char **argv)
 	else
 		unsetenv(ENV_HOME_CPUSET);
 	setenv(ENV_SELECT, select, 1);
+	if (o.keep_policy)
+		setenv(ENV_KEEP_POLICY, "1", 1);
+	else
+		unsetenv(ENV_KEEP_POLICY);
 	if (o.verbose)
 		setenv(ENV_VERBOSE, "1", 1);
 	else

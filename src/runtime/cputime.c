@@ -394,18 +394,6 @@ void cputime_from_env(const char *v)
 	app_cpu_limit.rlim_max = f[6];
 }
 
-static char *put_u64(char *p, uint64_t v, char end)
-{
-	char num[24];
-	int i = sizeof(num);
-
-	do { num[--i] = (char)('0' + v % 10); v /= 10; } while (v);
-	memcpy(p, num + i, sizeof(num) - (size_t)i);
-	p += sizeof(num) - (size_t)i;
-	*p++ = end;
-	return p;
-}
-
 /* The entry ENV_CPUTIME=... for t's execve, into buf (96 bytes or more):
  * raw calls and no allocation, this runs in the trap. */
 void cputime_to_env(struct dt_thread *t, char *buf)
@@ -414,10 +402,10 @@ void cputime_to_env(struct dt_thread *t, char *buf)
 	char *p = stpcpy(buf, ENV_CPUTIME "=");
 
 	runtime_process_ns(rt);
-	p = put_u64(p, thread_waited_ns(t->tid), ',');
+	p = env_put_u64(p, thread_waited_ns(t->tid), ',');
 	for (int w = 0; w < 3; w++)
-		p = put_u64(p, rt[w], ',');
-	p = put_u64(p, limit_kept, ',');
-	p = put_u64(p, app_cpu_limit.rlim_cur, ',');
-	p = put_u64(p, app_cpu_limit.rlim_max, '\0');
+		p = env_put_u64(p, rt[w], ',');
+	p = env_put_u64(p, limit_kept, ',');
+	p = env_put_u64(p, app_cpu_limit.rlim_cur, ',');
+	p = env_put_u64(p, app_cpu_limit.rlim_max, '\0');
 }

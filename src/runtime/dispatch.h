@@ -33,8 +33,10 @@ DT_HIDDEN call_fn do_sleep, do_masked_wait;
 /* cputime.c */
 DT_HIDDEN call_fn do_cpu_clock, do_getrusage, do_times, do_rlimit;
 /* identity.c */
-DT_HIDDEN call_fn do_capset, do_futex, do_priority, do_prctl, do_gettid,
-	do_setscheduler, do_getcpu, do_sched_yield;
+DT_HIDDEN call_fn do_capset, do_futex, do_prctl, do_gettid,
+	do_getcpu, do_sched_yield;
+/* sched.c */
+DT_HIDDEN call_fn do_sched_set, do_sched_get, do_affinity, do_priority;
 
 static inline void count(struct dt_thread *t, long nr, volatile uint64_t *kind)
 {

@@ -93,6 +93,20 @@ static void warn_if_static(long nr, const long a[6])
 	sys_call3(SYS_write, 2, msg2, sizeof(msg2) - 1);
 }
 
+/* v in decimal at p, then end; returns the position after end.  Safe in
+ * the trap: no libc. */
+char *env_put_u64(char *p, uint64_t v, char end)
+{
+	char num[24];
+	int i = sizeof(num);
+
+	do { num[--i] = (char)('0' + v % 10); v /= 10; } while (v);
+	memcpy(p, num + i, sizeof(num) - (size_t)i);
+	p += sizeof(num) - (size_t)i;
+	*p++ = end;
+	return p;
+}
+
 /* Runs on the detached thread inside the trap: no allocation but one mmap
  * of our own, no libc call that enters the kernel. */
 long env_execve(long nr, long a[6])
@@ -105,7 +119,7 @@ long env_execve(long nr, long a[6])
 
 	for (char **e = envp; e && *e; e++)
 		n++;
-	size = (n + CONTRACT_NVARS + 3) * sizeof(char *) + 2 * 8192 + CPUTIME_ENV_MAX;
+	size = (n + CONTRACT_NVARS + 3) * sizeof(char *) + 2 * 8192 + CPUTIME_ENV_MAX + SCHED_ENV_MAX;
 	out = (char **)sys_call6(SYS_mmap, 0, (long)size, PROT_READ | PROT_WRITE,
 				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if ((long)out < 0 && (long)out > -4096)
@@ -131,10 +145,16 @@ long env_execve(long nr, long a[6])
 			out[at++] = *e;
 	}
 	for (int i = 0; i < nsaved; i++)
-		if (!starts_with_var(saved[i], ENV_PRELOAD_WAS) && !starts_with_var(saved[i], ENV_CPUTIME))
+		if (!starts_with_var(saved[i], ENV_PRELOAD_WAS) && !starts_with_var(saved[i], ENV_CPUTIME) &&
+		    !starts_with_var(saved[i], ENV_SCHED))
 			out[at++] = saved[i];
-	cputime_to_env(dt_self, was + 8192);        /* as of now */
+	/* as of now: the runtime's CPU time, the thread's scheduling settings */
+	cputime_to_env(dt_self, was + 8192);
 	out[at++] = was + 8192;
+	if (!dt_self->observed) {
+		sched_to_env(dt_self, was + 8192 + CPUTIME_ENV_MAX);
+		out[at++] = was + 8192 + CPUTIME_ENV_MAX;
+	}
 	/* LD_PRELOAD=<runtime>[:<the program's own>], and the program's own
 	 * remembered so that the new image sees just that. */
 	p = preload;

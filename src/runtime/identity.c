@@ -26,43 +26,6 @@ long do_futex(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	return forward(t, nr, a);
 }
 
-/* The program makes its detached thread real-time itself (cyclictest -p 90):
- * a detached thread spins, so with RT throttling on it loses up to 50 ms of
- * every second.  Said once, as `detach run -P` would have. */
-long do_setscheduler(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
-{
-	static const char msg[] = "detach: warning: the program gives its detached thread a real-time "
-				  "policy while RT throttling is on: it spins, so it loses up to 50 ms of every "
-				  "second when other tasks want its CPU (detach isolate turns throttling off)\n";
-	static bool said;
-	int policy = (int)a[1] & ~SCHED_RESET_ON_FORK;
-	long b[6];
-
-	(void)uc;
-	if ((a[0] == 0 || a[0] == t->tid) && (policy == SCHED_FIFO || policy == SCHED_RR) &&
-	    dt_cfg.rt_throttled && !said && !t->observed) {
-		said = true;
-		sys_call3(SYS_write, 2, msg, sizeof(msg) - 1);
-	}
-	memcpy(b, a, sizeof(b));
-	if (b[0] == 0)
-		b[0] = t->tid;
-	return forward(t, nr, b);
-}
-
-long do_priority(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
-{
-	/* PRIO_PROCESS is 0, IOPRIO_WHO_PROCESS is 1 */
-	long who_process = (nr == SYS_getpriority || nr == SYS_setpriority) ? PRIO_PROCESS : 1;
-	long b[6];
-
-	(void)uc;
-	memcpy(b, a, sizeof(b));
-	if (b[0] == who_process && b[1] == 0)
-		b[1] = t->tid;
-	return forward(t, nr, b);
-}
-
 long do_prctl(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
 	long ret;

@@ -85,6 +85,8 @@ static bool read_contract(void)
 	if ((v = getenv(ENV_HOME_CPUSET)))
 		snprintf(dt_cfg.home_cpuset, sizeof(dt_cfg.home_cpuset), "%s", v);
 	cputime_from_env(getenv(ENV_CPUTIME));
+	sched_from_env(getenv(ENV_SCHED));
+	dt_cfg.keep_policy = (v = getenv(ENV_KEEP_POLICY)) && !strcmp(v, "1");
 	if ((v = getenv(ENV_STATS)))
 		snprintf(dt_cfg.stats_path, sizeof(dt_cfg.stats_path), "%s", v);
 	/* A spinning proxy on the only housekeeping CPU would leave nothing of
@@ -160,6 +162,7 @@ int runtime_start(void)
 		dt_die("cannot install the SIGSYS handler: %s", strerror(-err));
 	if ((err = registry_open()))
 		dt_die("cannot publish statistics in %s: %s", REGISTRY_DIR, strerror(-err));
+	sched_start();
 	dt_cfg.active = true;
 	return 0;
 }

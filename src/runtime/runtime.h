@@ -68,6 +68,22 @@ struct mailbox {
 	volatile uint64_t intr_sent;
 };
 
+/* The kernel's struct sched_attr (sched_setattr(2)), VER1 (56 bytes). */
+struct kernel_sched_attr {
+	uint32_t size;
+	uint32_t sched_policy;
+	uint64_t sched_flags;
+	int32_t sched_nice;
+	uint32_t sched_priority;
+	uint64_t sched_runtime, sched_deadline, sched_period;
+	uint32_t sched_util_min, sched_util_max;
+};
+/* A detached thread's scheduling settings as the program made them (sched.c) */
+struct app_sched {
+	struct kernel_sched_attr attr;
+	cpu_set_t affinity;
+};
+
 /* ---- a detached thread ------------------------------------------------- */
 struct dt_thread {
 	struct mailbox mb;
@@ -92,6 +108,7 @@ struct dt_thread {
 	volatile uint8_t selector;      /* Syscall User Dispatch selector byte */
 	bool app_blocks_sigsys;         /* what the program believes of its mask */
 	uint64_t cpu_seen[5][3];        /* CPU times last answered (cputime.c) */
+	struct app_sched app;           /* scheduling settings it believes in */
 	struct dt_thread_stats *stats;
 	char path[4096 + 64];           /* /proc/thread-self rewriting */
 	struct dt_thread_stats own_stats; /* counters until a registry slot is had */
@@ -115,6 +132,7 @@ struct dt_config {
 	struct tsc_clock tsc;
 	struct timespec start;          /* CLOCK_REALTIME when the runtime started */
 	bool rt_throttled;              /* sched_rt_runtime_us >= 0 at start */
+	bool keep_policy;               /* --keep-policy: scheduling requests for real */
 	/* The cpuset the program started in, when detached threads moved into
 	 * the `detach isolate` partition: threads and children they create go
 	 * back there ("0" written to it moves the writer). */
@@ -182,7 +200,15 @@ long cputime_limited_sleep(clockid_t clk, uint64_t deadline_ns, uint64_t *now) D
 extern bool dt_cpu_limited DT_HIDDEN;
 #define CPUTIME_ENV_MAX 192
 
+/* sched.c */
+void sched_start(void) DT_HIDDEN;
+void sched_capture(struct dt_thread *t) DT_HIDDEN;
+void sched_from_env(const char *v) DT_HIDDEN;
+void sched_to_env(struct dt_thread *t, char *buf) DT_HIDDEN;
+#define SCHED_ENV_MAX (32 + 30 * (9 + CPU_SETSIZE / 64))
+
 /* env.c */
+char *env_put_u64(char *p, uint64_t v, char end) DT_HIDDEN;
 void env_scrub(void) DT_HIDDEN;
 long env_execve(long nr, long a[6]) DT_HIDDEN;
 

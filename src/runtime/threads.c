@@ -152,6 +152,8 @@ static void set_policy(pid_t tid)
 	if (dt_cfg.policy[0] == 'f' || dt_cfg.policy[0] == 'r') {
 		policy = dt_cfg.policy[0] == 'f' ? SCHED_FIFO : SCHED_RR;
 		sp.sched_priority = atoi(dt_cfg.policy + 2);
+	} else if (dt_cfg.keep_policy) {
+		return;         /* the program's own policy, for real (sched.c) */
 	}
 	/* SCHED_RESET_ON_FORK: children and new threads start as SCHED_OTHER,
 	 * never as a real-time task that would starve behind its parent. */
@@ -230,6 +232,7 @@ struct dt_thread *detach_thread(struct dt_thread *t, int cpu)
 	t->stats = registry_slot(t->tid, cpu);
 	if (!t->stats)
 		dt_die("no statistics slot for tid %d", (int)t->tid);
+	sched_capture(t);               /* what the program sees from now on */
 	place_and_lock(t);
 	if ((err = proxy_start(t)))
 		dt_die("cannot start a proxy thread: %s", strerror(-err));

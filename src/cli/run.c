@@ -68,10 +68,13 @@ static int usage(int status)
 "                          after each call, then poll with short sleeps (default:\n"
 "                          spin with 2 or more housekeeping CPUs, else adaptive)\n"
 "  -s, --select RULES      which threads are detached, a comma list (default:\n"
-"                          first): first (the program's first thread), order:N\n"
-"                          (the N-th thread it creates), name:GLOB (a thread that\n"
-"                          names itself so), pinned (a thread pinned to exactly\n"
-"                          one CPU of -c); each chosen thread takes a CPU of -c\n"
+"                          first,pinned): first (the program's first thread),\n"
+"                          order:N (the N-th thread it creates), name:GLOB (a\n"
+"                          thread that names itself so), pinned (a thread pinned\n"
+"                          to exactly one CPU of -c: it takes that CPU over from\n"
+"                          the first thread, as cyclictest -a and oslat -c want);\n"
+"                          each chosen thread takes a CPU of -c; `first` alone\n"
+"                          detaches the first thread only, other threads untouched\n"
 "      --oversubscribe     as an MPI rank (mpirun -np N detach run ...), run the\n"
 "                          ranks beyond the CPUs of -c undetached (with one\n"
 "                          warning) instead of refusing; docs/mpi.md\n"
@@ -301,7 +304,7 @@ static int run_main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct run_opts o = { .policy = "o", .mlock = true, .mode = "auto" };
-	const char *cpu_arg = NULL, *hk_arg = NULL, *select = "first";
+	const char *cpu_arg = NULL, *hk_arg = NULL, *select = "first,pinned";
 	cpu_set_t allowed;
 	char cmdpath[PATH_MAX], lib[PATH_MAX], buf[1024];
 	int c, rc;

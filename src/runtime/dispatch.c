@@ -188,6 +188,8 @@ long dt_dispatch(struct dt_thread *t, long nr, long a[6], ucontext_t *uc)
 	const struct rule *r = (unsigned long)nr < DT_NR_SYSCALLS ? &rules[nr] : &rules[0];
 	long b[6];
 
+	if (t->evicted)
+		thread_evicted(t);      /* a thread pinned to its CPU took it over */
 	if (t->observed) {
 		/* a watched thread: detached now if a rule chose it, else watched */
 		if (t->pending_cpu >= 0)

@@ -95,6 +95,7 @@ struct dt_thread {
 	 * by rule (threads.c).  Its calls trap and run on itself, natively, but
 	 * for the few that may choose it. */
 	bool observed;
+	volatile bool evicted;          /* another thread took its CPU (threads.c) */
 	int pending_cpu;                /* >= 0: detach on this CPU at the next trap */
 	struct dt_thread *next;         /* threads.c's list */
 	pid_t tid;
@@ -228,6 +229,8 @@ int runtime_start(void) DT_HIDDEN;
 void start_threads(void) DT_HIDDEN;
 struct dt_thread *detach_thread(struct dt_thread *t, int cpu) DT_HIDDEN;
 void observe_call(struct dt_thread *t, long nr, const long a[6]) DT_HIDDEN;
+bool thread_pinning(struct dt_thread *t, long a[6]) DT_HIDDEN;
+void thread_evicted(struct dt_thread *t) DT_HIDDEN;
 struct dt_thread *thread_alloc(void) DT_HIDDEN;
 void thread_free(struct dt_thread *t) DT_HIDDEN;
 int claim_cpu(int want) DT_HIDDEN;

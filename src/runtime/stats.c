@@ -165,6 +165,28 @@ static void write_thread(struct json *j, const struct dt_thread_stats *s)
 	json_object_end(j);
 }
 
+/* A detached thread that was preempted often shared its CPU with another
+ * runnable thread (one it does not know of, as under --select first, where
+ * threads that pin themselves are not watched) or task: said at the end,
+ * from the kernel's count of involuntary switches. */
+#define SHARED_SWITCHES 100
+
+static void warn_shared_cpus(void)
+{
+	for (int i = 0; dt_registry && i < dt_registry->nthreads; i++) {
+		struct dt_thread_stats *s = &dt_registry->threads[i];
+		struct kernel_counters k = s->at_exit;
+		if (!s->tid || (!s->ended && kernel_counters_read(s->tid, &k)))
+			continue;
+		uint64_t n = k.invol_switches - s->at_detach.invol_switches;
+		if (n >= SHARED_SWITCHES)
+			dprintf(2, "detach: warning: detached CPU %d was shared: tid %d was preempted %llu times by "
+				"another runnable thread or task; NOTE: `detach isolate` keeps other tasks away, and "
+				"the default --select (first,pinned) detaches a thread pinned there\n",
+				s->cpu, (int)s->tid, (unsigned long long)n);
+	}
+}
+
 /* Once per process, at its end, on a thread that may use libc freely (a
  * proxy, or a thread that is not detached). */
 void stats_finish(void)
@@ -179,6 +201,7 @@ void stats_finish(void)
 
 	if (!dt_cfg.active || atomic_exchange(&done, 1))
 		return;
+	warn_shared_cpus();
 	if (dt_registry && registry_path[0])
 		unlink(registry_path);
 	if (!dt_cfg.stats_path[0])

@@ -38,7 +38,7 @@ static volatile int cpu_lock;
 static cpu_set_t cpus_taken;
 static bool dt_observing;            /* rules other than `first` */
 
-static void move_home(void);
+static void move_home(pid_t tid);
 
 static void lock(volatile int *l)
 {
@@ -259,7 +259,7 @@ void attach_thread(struct dt_thread *t)
 	intercept_disarm(t);
 	t->stats->state = 0;
 	dt_self = NULL;
-	move_home();
+	move_home(0);
 	release_cpu(t->cpu);
 	dt_verbose("tid %d attached again", (int)t->tid);
 }
@@ -396,6 +396,114 @@ static void keep_off_detached(const long a[6])
 	((long *)a)[1] = (long)sizeof(kept_off);
 }
 
+/* The program's first thread, detached at start, holds CPU c: a thread
+ * that pins itself there is the one the program measures with, and takes
+ * c over.  The first thread moves to another free CPU of -c, or leaves
+ * the detached CPUs at once (the kernel moves it to the housekeeping CPUs)
+ * and becomes a watched thread at its next call (thread_evicted). */
+static bool take_over(int c)
+{
+	struct dt_thread *first = NULL;
+	cpu_set_t to;
+	int other;
+
+	lock(&list_lock);
+	for (struct dt_thread *t = all_threads; t; t = t->next)
+		if (!t->observed && !t->evicted && t->cpu == c && t->tid == dt_cfg.pid && t->stats->state == 1)
+			first = t;
+	unlock(&list_lock);
+	if (!first)
+		return false;
+	if ((other = claim_cpu(-1)) >= 0) {
+		CPU_ZERO(&to);
+		CPU_SET(other, &to);
+		first->cpu = first->stats->cpu = other;
+		sys_call3(SYS_sched_setaffinity, first->tid, sizeof(to), &to);
+		dt_verbose("tid %d moved to CPU %d for a thread pinned to CPU %d", (int)first->tid, other, c);
+		return true;
+	}
+	__atomic_store_n(&first->evicted, true, __ATOMIC_RELEASE);
+	move_home(first->tid);
+	dt_verbose("tid %d leaves CPU %d to a thread pinned there", (int)first->tid, c);
+	return true;
+}
+
+/* Ours, at the next call of a detached thread another took the CPU from:
+ * its proxy goes and it is watched from now on, with the scheduling
+ * settings it believes in made real (off the detached CPUs). */
+void thread_evicted(struct dt_thread *t)
+{
+	cpu_set_t mine, taken;
+
+	if (t->depth > 0)
+		return;                 /* a handler on top of a forwarded call: later */
+	proxy_stop(t);
+	t->stats->state = 0;
+	t->evicted = false;
+	t->observed = true;
+	t->pending_cpu = -1;
+	cpus_in_use(&taken);
+	CPU_AND(&mine, &t->app.affinity, &taken);
+	CPU_XOR(&mine, &t->app.affinity, &mine);
+	if (!CPU_COUNT(&mine))
+		mine = dt_hk_mask;
+	sys_call3(SYS_sched_setaffinity, 0, sizeof(mine), &mine);
+	sys_call3(SYS_sched_setattr, 0, &t->app.attr, 0);
+}
+
+/* A thread pins itself or another (a[0]) to CPUs: with the `pinned` rule, a
+ * thread pinned to exactly one CPU of -c is chosen, and detached on it.
+ * t is the caller, watched or detached.  Returns true when t itself was
+ * detached.  Otherwise watched threads are kept off detached CPUs, and a
+ * detached thread pinning another onto one is warned about. */
+bool thread_pinning(struct dt_thread *t, long a[6])
+{
+	cpu_set_t one, taken;
+	int cpu;
+
+	if (!a[2] || (size_t)a[1] < 8)
+		return false;
+	CPU_ZERO(&one);
+	memcpy(&one, (const void *)a[2], (size_t)a[1] < sizeof(one) ? (size_t)a[1] : sizeof(one));
+	int c = cpuset_nth(&one, 0);
+	pid_t tid = a[0] ? (pid_t)a[0] : t->tid;
+	if (!rule("pinned", NULL, 0, 0)) {
+		cpus_in_use(&taken);
+		if (t->observed)
+			keep_off_detached(a);
+		else if (CPU_COUNT(&one) == 1 && CPU_ISSET(c, &taken))
+			fprintf(stderr, "detach: warning: tid %d is pinned to CPU %d, where a detached thread runs: "
+				"they share it; NOTE: without --select first, a thread pinned to one CPU of -c is the "
+				"one detached there\n", (int)tid, c);
+		return false;
+	}
+	if (CPU_COUNT(&one) != 1 || !CPU_ISSET(c, &dt_cfg.cpus) || tid == dt_cfg.pid) {
+		/* `pinned` chooses threads the program created, not its first
+		 * thread (cyclictest pins that one too, to the same CPU) */
+		if (t->observed)
+			keep_off_detached(a);
+		return false;
+	}
+	if ((cpu = claim_cpu(c)) < 0 && take_over(c))
+		cpu = c;
+	if (cpu < 0) {
+		if (t->observed)
+			keep_off_detached(a);
+		return false;
+	}
+	if (tid == t->tid) {
+		detach_thread(t, cpu);
+		return true;
+	}
+	/* pinned by its creator: into the partition first, or the creator's
+	 * call fails; the thread detaches itself at its next call */
+	struct partition p;
+	if (!partition_find(&p) && CPU_ISSET(cpu, &p.cpus))
+		partition_add_thread(&p, tid);
+	claim_for(tid, cpu);
+	return false;
+}
+
 /* A call of a watched thread, before it runs: may choose a thread.  A
  * thread that chooses itself is detached here and now, so that the call
  * itself (the pinning) already runs as a detached thread's. */
@@ -410,34 +518,8 @@ void observe_call(struct dt_thread *t, long nr, const long a[6])
 			detach_thread(t, cpu);
 		return;
 	}
-	if (nr != SYS_sched_setaffinity || !a[2] || (size_t)a[1] < 8)
-		return;
-	if (!rule("pinned", NULL, 0, 0)) {
-		keep_off_detached(a);
-		return;
-	}
-	cpu_set_t one;
-	CPU_ZERO(&one);
-	memcpy(&one, (const void *)a[2], (size_t)a[1] < sizeof(one) ? (size_t)a[1] : sizeof(one));
-	int c = cpuset_nth(&one, 0);
-	pid_t tid = a[0] ? (pid_t)a[0] : t->tid;
-	if (CPU_COUNT(&one) != 1 || !CPU_ISSET(c, &dt_cfg.cpus) || tid == dt_cfg.pid ||
-	    (cpu = claim_cpu(c)) < 0) {
-		/* `pinned` chooses threads the program created, not its first
-		 * thread (cyclictest pins that one too, to the same CPU) */
-		keep_off_detached(a);
-		return;
-	}
-	if (tid == t->tid) {
-		detach_thread(t, cpu);
-		return;
-	}
-	/* pinned by its creator: into the partition first, or the creator's
-	 * call fails; the thread detaches itself at its next call */
-	struct partition p;
-	if (!partition_find(&p) && CPU_ISSET(cpu, &p.cpus))
-		partition_add_thread(&p, tid);
-	claim_for(tid, cpu);
+	if (nr == SYS_sched_setaffinity)
+		thread_pinning(t, (long *)a);
 }
 
 /* ---- threads and children -------------------------------------------------- */
@@ -479,16 +561,17 @@ void dt_vfork_parent_resumed(void)
  * child of a clone, on a borrowed stack, before any libc state is its own.
  * A new thread of a watched program is watched too, and may be chosen by
  * its creation order. */
-static void move_home(void)
+static void move_home(pid_t tid)
 {
 	if (dt_cfg.home_tasks[0]) {
 		long fd = sys_call3(SYS_open, dt_cfg.home_tasks, O_WRONLY | O_CLOEXEC, 0);
 		if (fd >= 0) {
-			sys_call3(SYS_write, fd, "0", 1);
+			char num[16], *end = env_put_u64(num, (uint64_t)tid, '\0');
+			sys_call3(SYS_write, fd, num, end - num - 1);
 			sys_call1(SYS_close, fd);
 		}
 	}
-	sys_call3(SYS_sched_setaffinity, 0, sizeof(dt_hk_mask), &dt_hk_mask);
+	sys_call3(SYS_sched_setaffinity, tid, sizeof(dt_hk_mask), &dt_hk_mask);
 }
 
 void dt_child_placement(void)
@@ -497,7 +580,7 @@ void dt_child_placement(void)
 	 * it must not take itself for the detached thread (trampoline.S). */
 	if (dt_self)
 		dt_self->vfork_child = 1;
-	move_home();
+	move_home(0);
 	if (sys_call0(SYS_getpid) != dt_cfg.pid)
 		cputime_child();        /* a new process */
 	if (!dt_self && dt_observing && dt_cfg.active && !dt_is_proxy) {

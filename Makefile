@@ -81,10 +81,15 @@ $(LIBUTIL): $(LIB_OBJ)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
+# SOVERSION changes when the public ABI (include/detach, libdetach.map) breaks.
+# build/libdetach.so.N is the name programs linked here record (examples, api tests).
+SOVERSION := 0
+SONAME   := libdetach.so.$(SOVERSION)
 $(RT_SO): $(RT_OBJ) $(LIBUTIL) src/runtime/libdetach.map
 	$(call msg,LD,$@)
 	$(Q)$(CC) -shared -o $@ $(RT_OBJ) $(LIBUTIL) -Wl,--version-script=src/runtime/libdetach.map \
-		-Wl,-z,defs -Wl,-z,now $(LDLIBS)
+		-Wl,-soname,$(SONAME) -Wl,-z,defs -Wl,-z,now $(LDLIBS)
+	$(Q)ln -sf libdetach.so $(BUILD)/$(SONAME)
 
 $(CLI): $(CLI_OBJ) $(LIBUTIL)
 	$(call msg,LD,$@)
@@ -125,15 +130,18 @@ compat: deps all
 bench: deps all
 	$(Q)$(CLI) bench
 
+# The whole tool (docs/install.md); uninstall removes what install recorded.
+INSTALL_VARS = DESTDIR='$(DESTDIR)' PREFIX='$(PREFIX)' VERSION='$(VERSION)' \
+               SOVERSION='$(SOVERSION)' BUILD='$(BUILD)' NO_MANIFEST='$(NO_MANIFEST)'
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/detach
-	install -m 755 $(CLI) $(DESTDIR)$(PREFIX)/bin/detach
-	install -m 755 $(RT_SO) $(DESTDIR)$(PREFIX)/lib/libdetach.so
-	install -m 644 include/detach/*.h $(DESTDIR)$(PREFIX)/include/detach/
+	$(Q)$(INSTALL_VARS) tools/install-tree.sh install
+
+uninstall:
+	$(Q)$(INSTALL_VARS) tools/install-tree.sh uninstall
 
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: all deps test compat bench install clean
+.PHONY: all deps test compat bench install uninstall clean
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

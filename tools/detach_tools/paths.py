@@ -1,12 +1,17 @@
-"""Where the detach command and the measurement programs are.
+"""Where the detach command, the measurement programs and the build load's
+C tree are, for the two places this package lives:
 
-From a checkout (this file is tools/detach_tools/paths.py) they are the
-checkout's build/detach and build/bench/.  An installed `detach bench` says
-where through the environment: DETACH_BIN (the command) and DETACH_PROGRAMS
-(the directory holding fwq, ctlloop, fwdcost).  DETACH_ROOT names a checkout
-explicitly."""
+  a checkout   tools/detach_tools: the checkout's build/detach, build/bench/
+               and the checkout itself (DETACH_ROOT names one explicitly);
+  installed    PREFIX/lib/detach/python/detach_tools (`make install`, the
+               .deb): PREFIX/bin/detach, PREFIX/lib/detach/bench/ and
+               PREFIX/share/detach/build-load.
+
+DETACH_BIN overrides the command (`detach bench` sets it to itself)."""
 import os
-import shutil
+
+PKG = os.path.dirname(os.path.abspath(__file__))
+PREFIX = os.path.normpath(os.path.join(PKG, "..", "..", "..", ".."))   # when installed
 
 
 def source_root():
@@ -14,7 +19,7 @@ def source_root():
     env = os.environ.get("DETACH_ROOT")
     if env:
         return env
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    root = os.path.dirname(os.path.dirname(PKG))
     return root if os.path.isdir(os.path.join(root, "src", "runtime")) else None
 
 
@@ -23,17 +28,20 @@ def detach_bin():
     if env:
         return env
     root = source_root()
-    if root:
-        return os.path.join(root, "build", "detach")
-    return shutil.which("detach") or "detach"
+    return os.path.join(root, "build", "detach") if root else os.path.join(PREFIX, "bin", "detach")
 
 
 def program(name):
     """A measurement program (bench/NAME.c, built)."""
-    env = os.environ.get("DETACH_PROGRAMS")
-    if env:
-        return os.path.join(env, name)
-    return os.path.join(source_root() or ".", "build", "bench", name)
+    root = source_root()
+    return (os.path.join(root, "build", "bench", name) if root
+            else os.path.join(PREFIX, "lib", "detach", "bench", name))
+
+
+def load_tree():
+    """The C tree that the quick build load compiles: the checkout, or the
+    copy `make install` puts in share/detach/build-load."""
+    return source_root() or os.path.join(PREFIX, "share", "detach", "build-load")
 
 
 def results_base():

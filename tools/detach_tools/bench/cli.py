@@ -135,7 +135,7 @@ def interrupt(signum, frame):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    root = paths.source_root()
+    root = paths.load_tree()   # what the build load compiles
     # Ctrl-C, TERM and HUP all stop the loads, restore state and keep the
     # results so far; SIGINT explicitly, since a background job inherits it
     # ignored.

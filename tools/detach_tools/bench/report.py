@@ -345,6 +345,7 @@ def write_all(doc, outdir, plots=True):
             make_plots(doc, outdir)
             doc["_plots"] = True
         except ImportError as e:
-            print(f"detach bench: warning: no plots: {e} (run 'make deps')")
+            print(f"detach bench: warning: no plots: {e} "
+                  "(run 'make deps' in a checkout; installed: apt-get install python3-matplotlib)")
     with open(os.path.join(outdir, "summary.md"), "w") as f:
         f.write(summary(doc))

@@ -4,6 +4,8 @@ BUILD=${BUILD:-$ROOT/build}
 PY=$BUILD/venv/bin/python
 [ -x "$PY" ] || PY=python3
 fails=0
+# validate SCHEMA FILE...: each FILE matches docs/schema/SCHEMA.schema.json
+validate() { python3 "$ROOT/tests/validate_json.py" "$@" || fail "$2: not as docs/schema/$1.schema.json"; }
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 skip() { echo "$*"; exit 77; }
 # check WHAT EXPECTED-EXIT CMD...: runs CMD, compares its exit status

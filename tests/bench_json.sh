@@ -19,6 +19,9 @@ check "fwq small run" 0 "$FWQ" -c 0 -s 200 -w 3 -l 20000 --json "$tmp/fwq.json"
 check "fwq calibrated run" 0 "$FWQ" -s 5 -w 1 -q 200000 --json "$tmp/fwq2.json"
 check "ctlloop sleep" 0 "$CTL" -c 0 -s 100 -w 2 -p 200us --json "$tmp/ctl.json"
 check "ctlloop spin" 0 "$CTL" -s 100 -w 2 -p 200us --spin --json "$tmp/spin.json"
+check "fwdcost small run" 0 "$BUILD/bench/fwdcost" -c 0 -n 200 --json "$tmp/fwdcost.json"
+validate measurement "$tmp/fwq.json" "$tmp/fwq2.json" "$tmp/ctl.json" "$tmp/spin.json"
+validate fwdcost "$tmp/fwdcost.json"
 
 "$PY" - "$tmp" <<'PYEOF' || fail "JSON schema"
 import json, sys

@@ -23,6 +23,7 @@ state_before=$([ -e /run/detach/isolate.state ] && echo yes || echo no)
 "$D" bench --quick --out "$tmp/r" --no-print >"$tmp/log" 2>&1
 rc=$?
 [ $rc -eq 0 ] || { fail "quick run exit $rc"; tail -20 "$tmp/log"; }
+validate bench-results "$tmp/r/results.json"
 "$PY" - "$tmp/r" <<'PYEOF' || fail "results"
 import json, os, sys
 r = sys.argv[1]
@@ -77,6 +78,7 @@ wait $pid
 rc=$?
 [ $rc -eq 130 ] || fail "interrupted run: exit $rc, expected 130"
 grep -q '"complete": false' "$tmp/int/results.json" 2>/dev/null || fail "interrupted run kept no partial results.json"
+validate bench-results "$tmp/int/results.json"
 [ "$(cat /proc/sys/kernel/sched_rt_runtime_us)" = "$rt_before" ] || fail "interrupt: sched_rt_runtime_us not restored"
 sleep 1
 left=$(pgrep -f "detach-bench-io-|iperf3 -s -B 127.0.0.1" | wc -l)

@@ -35,11 +35,13 @@ if s["measured"] and not (s["max_gap_ns"] > 0 and s["local_timer_interrupts"] >=
 print("\n".join(err)); sys.exit(1 if err else 0)
 PY
 [ -s "$T/e" ] && { fail "stderr not empty"; cat "$T/e"; }
+python3 tests/validate_json.py check "$T/j" || fail "not as docs/schema/check.schema.json"
 
 # --json=FILE: text on stdout, JSON in the file, same exit.
 "$D" check -c 1 --sample 0 --json="$T/f" >"$T/text"; rc2=$?
 [ $rc2 -eq $rc ] || echo "note: exit $rc2 vs $rc (the machine changed between runs?)"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["samples"]==[]' "$T/f" || fail "--json=FILE"
+python3 tests/validate_json.py check "$T/f" || fail "--json=FILE: not as docs/schema/check.schema.json"
 grep -q "^verdict: .*exit status $rc2" "$T/text" || fail "text verdict line"
 # check needs no root.
 if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then

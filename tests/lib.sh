@@ -11,6 +11,12 @@ t_done() { [ $t_fails -eq 0 ] && { echo "all checks passed"; exit 0; }; echo "$t
 t_need_cpus() { [ "$(nproc --all)" -ge "$1" ] || t_skip "needs $1 CPUs"; }
 t_need_root() { [ "$(id -u)" -eq 0 ] || t_skip "needs root"; }
 
+# t_validate SCHEMA FILE...: each FILE matches docs/schema/SCHEMA.schema.json.
+t_validate() {
+	python3 "$(dirname "${BASH_SOURCE[0]}")/validate_json.py" "$@" >"$T_TMP/validate.out" 2>&1 ||
+		t_fail "$(cat "$T_TMP/validate.out")"
+}
+
 # A value from a --stats JSON file: t_stat FILE KEY (first thread).
 t_stat() {
 	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["threads"][0][sys.argv[2]])' "$1" "$2"
@@ -62,6 +68,7 @@ t_compare() {
 		[ "$fwd" -gt 0 ] || t_fail "$name: no forwarded calls"
 		[ "$cpu" = 1 ] || t_fail "$name: detached on CPU $cpu, not 1"
 		t_check_rewrite "$name" "$dir/stats.json"
+		t_validate run-stats "$dir/stats.json"
 		echo "$name: exit $rc_detached, $fwd forwarded on CPU $cpu"
 	fi
 }

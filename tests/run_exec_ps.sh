@@ -27,6 +27,7 @@ echo "exec'd program: $out"
 grep -q '^proxy 1$' <<<"$out" || t_fail "exec'd program is not detached on CPU 1: $out"
 grep -q '^env-clean$' <<<"$out" || t_fail "the program sees detach's variables: $out"
 [ "$(t_stat "$T_TMP/exec.json" forwarded)" -gt 0 ] || t_fail "no statistics from the exec'd image"
+t_validate run-stats "$T_TMP/exec.json"
 
 # 2. a child (not exec'd by the detached thread itself) is an ordinary process
 out=$("$DETACH" run -c 1 -- sh -c "python3 -c '$probe'; true" 2>/dev/null)
@@ -41,8 +42,10 @@ sleep 0.5
 ps_out=$("$DETACH" ps)
 echo "$ps_out"
 grep -qE "^ *$pid +$pid +1 +(sud|rewrite)" <<<"$ps_out" || t_fail "detach ps does not list pid $pid on CPU 1"
-"$DETACH" ps --json | python3 -c "import json,sys; d=json.load(sys.stdin); assert any(t['pid']==$pid for t in d['threads'])" \
-	|| t_fail "detach ps --json does not list pid $pid"
+"$DETACH" ps --json >"$T_TMP/ps.json"
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert any(t['pid']==$pid for t in d['threads'])" \
+	"$T_TMP/ps.json" || t_fail "detach ps --json does not list pid $pid"
+t_validate ps "$T_TMP/ps.json"
 kill -STOP $pid; sleep 0.3
 state=$(awk '{print $3}' /proc/$pid/stat)
 [ "$state" = T ] || t_fail "SIGSTOP: state $state"

@@ -26,6 +26,11 @@ need=(
 	strace:strace
 	gdb:gdb
 	java:default-jre-headless
+	groff:groff-base
+	lintian:lintian
+	dh:debhelper
+	dpkg-buildpackage:dpkg-dev
+	fakeroot:fakeroot
 )
 missing=()
 for pair in "${need[@]}"; do
@@ -36,6 +41,10 @@ dpkg -s python3-venv >/dev/null 2>&1 || missing+=(python3-venv)
 dpkg -s libpython3.11-testsuite >/dev/null 2>&1 || missing+=(libpython3.11-testsuite)
 # src/lib/trace.c reads the kernel's trace through these libraries.
 for pkg in libtracefs-dev libtraceevent-dev pkg-config; do
+	dpkg -s $pkg >/dev/null 2>&1 || missing+=($pkg)
+done
+# tests: JSON outputs against docs/schema, bash completion loads
+for pkg in python3-jsonschema bash-completion; do
 	dpkg -s $pkg >/dev/null 2>&1 || missing+=($pkg)
 done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -153,6 +153,7 @@ void json_common_header(struct json *j, const struct run_header *h, int return_c
 
 	if (!end.tv_sec)
 		clock_gettime(CLOCK_REALTIME, &end);
+	json_int(j, "format", DETACH_JSON_FORMAT);
 	json_array_begin(j, "cmdline");
 	for (int i = 0; h->argv && i < h->argc; i++)
 		json_str(j, NULL, h->argv[i]);

@@ -112,9 +112,12 @@ void json_bool(struct json *j, const char *key, bool v);
 void json_null(struct json *j, const char *key);
 
 /* The common header every JSON output carries (rt-tests' rt_write_json):
- * the command line as given (save argv before getopt reorders it), version,
- * start and end time, kernel release, CPU model, TSC frequency, return code.
- * Writes keys into the current (open) object. */
+ * the layout's format number, the command line as given (save argv before
+ * getopt reorders it), version, start and end time, kernel release, CPU
+ * model, TSC frequency, return code.  Writes keys into the current (open)
+ * object.  docs/schema/ describes every output; DETACH_JSON_FORMAT grows
+ * when a field changes meaning or goes away (adding one keeps it). */
+#define DETACH_JSON_FORMAT 1
 struct run_header {
 	int argc;
 	char **argv;          /* a copy made by run_header_init */

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 
 from . import loads as L
 from . import report, system
-from .. import paths
+from .. import JSON_FORMAT, paths
 from .util import (BenchError, descendants, fmt_dur, format_cpulist, online_cpus, read,
                    runnable_on, warn)
 
@@ -343,6 +343,7 @@ class Bench:
     def finish(self):
         rc = 130 if self.interrupted else 0
         doc = {
+            "format": JSON_FORMAT,
             "cmdline": self.a.cmdline, "version": getattr(self, "version", None),
             "start_time": self.start_time, "end_time": iso_now(),
             "kernel": os.uname().release, "machine": os.uname().machine,

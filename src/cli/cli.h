@@ -41,4 +41,8 @@ int cli_unexpected_arg(const char *verb, const char *arg);
  * every CPU online.  0, or -1 after an error line and its NOTE. */
 int cli_parse_cpus(const char *opt, const char *arg, cpu_set_t *set);
 
+/* The path of libdetach.so: DETACH_LIB, or beside the command, or in
+ * ../lib from it (run.c).  0, or -1 when there is none. */
+int cli_find_runtime(char *path, size_t len);
+
 #endif

@@ -230,7 +230,7 @@ static const struct file_ops plain_file = { plain_open, plain_pread, plain_close
 
 /* The runtime: $DETACH_LIB, else beside the command (build tree), else
  * ../lib/ (installed). */
-static int find_runtime(char *path, size_t len)
+int cli_find_runtime(char *path, size_t len)
 {
 	char self[PATH_MAX];
 	ssize_t n;
@@ -441,7 +441,7 @@ static int run_main(int argc, char **argv)
 		cli_note("detach needs a dynamically linked program (LD_PRELOAD); rebuild it without -static");
 		return 1;
 	}
-	if (find_runtime(lib, sizeof(lib))) {
+	if (cli_find_runtime(lib, sizeof(lib))) {
 		cli_err("cannot find libdetach.so beside the command or in ../lib");
 		cli_note("set DETACH_LIB to its path");
 		return 1;

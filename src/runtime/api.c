@@ -67,6 +67,11 @@ DT_API int dt_attach(void)
 
 	if (!t || t->observed)
 		return -EINVAL;
+	/* Called on top of a forwarded call in flight (a signal handler, or
+	 * `detach pid --attach` stopping the thread inside the wait): the
+	 * proxy is busy with that call and must finish it first. */
+	if (t->depth > 0)
+		return -EBUSY;
 	attach_thread(t);
 	return 0;
 }

@@ -7,6 +7,7 @@
 #include "lib/contract.h"
 #include "lib/elf.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,43 @@ static bool starts_with_var(const char *entry, const char *name)
 	size_t n = strlen(name);
 
 	return !strncmp(entry, name, n) && entry[n] == '=';
+}
+
+/* `detach pid`: the contract arrives as "NAME=value" lines from outside,
+ * not in the environment (runtime_adopt, init.c).  From then on it is read
+ * from here and passed on by execve as if `detach run` had set it. */
+static bool adopted;
+
+int env_adopt(const char *contract, const char *lib)
+{
+	static const char *const vars[] = CONTRACT_VARS;
+
+	for (const char *l = contract; l && *l; l += strcspn(l, "\n"), l += *l == '\n') {
+		size_t len = strcspn(l, "\n");
+		for (size_t i = 0; i < CONTRACT_NVARS && nsaved < CONTRACT_NVARS; i++)
+			if (starts_with_var(l, vars[i])) {
+				if (!(saved[nsaved] = strndup(l, len)))
+					return -ENOMEM;
+				nsaved++;
+			}
+	}
+	if (!(runtime_path = strdup(lib)))
+		return -ENOMEM;
+	adopted = true;
+	return 0;
+}
+
+/* A contract variable: from the environment, or from an adopted contract. */
+const char *env_get(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (!adopted)
+		return getenv(name);
+	for (int i = 0; i < nsaved; i++)
+		if (starts_with_var(saved[i], name))
+			return saved[i] + n + 1;
+	return NULL;
 }
 
 void env_scrub(void)

@@ -65,33 +65,33 @@ void dt_verbose(const char *fmt, ...)
 
 static bool read_contract(void)
 {
-	const char *pid = getenv(ENV_PID), *v;
+	const char *pid = env_get(ENV_PID), *v;
 
 	if (!pid || atoi(pid) != getpid())
 		return false;
 	dt_cfg.pid = getpid();
-	if (!(v = getenv(ENV_CPUS)) || cpulist_parse(v, &dt_cfg.cpus))
+	if (!(v = env_get(ENV_CPUS)) || cpulist_parse(v, &dt_cfg.cpus))
 		dt_die("%s is missing or malformed: start programs with 'detach run'", ENV_CPUS);
-	if (!(v = getenv(ENV_HOUSEKEEPING)) || cpulist_parse(v, &dt_cfg.housekeeping))
+	if (!(v = env_get(ENV_HOUSEKEEPING)) || cpulist_parse(v, &dt_cfg.housekeeping))
 		dt_die("%s is missing or malformed: start programs with 'detach run'", ENV_HOUSEKEEPING);
 	dt_hk_mask = dt_cfg.housekeeping;
-	snprintf(dt_cfg.policy, sizeof(dt_cfg.policy), "%s", (v = getenv(ENV_POLICY)) ? v : "o");
-	dt_cfg.mlock = !(v = getenv(ENV_MLOCK)) || strcmp(v, "0");
-	dt_cfg.verbose = (v = getenv(ENV_VERBOSE)) && !strcmp(v, "1");
-	snprintf(dt_cfg.mode, sizeof(dt_cfg.mode), "%s", (v = getenv(ENV_MODE)) ? v : "auto");
+	snprintf(dt_cfg.policy, sizeof(dt_cfg.policy), "%s", (v = env_get(ENV_POLICY)) ? v : "o");
+	dt_cfg.mlock = !(v = env_get(ENV_MLOCK)) || strcmp(v, "0");
+	dt_cfg.verbose = (v = env_get(ENV_VERBOSE)) && !strcmp(v, "1");
+	snprintf(dt_cfg.mode, sizeof(dt_cfg.mode), "%s", (v = env_get(ENV_MODE)) ? v : "auto");
 	if (strcmp(dt_cfg.mode, "sud") && strcmp(dt_cfg.mode, "rewrite") && strcmp(dt_cfg.mode, "auto"))
 		dt_die("unknown mode '%s' in %s", dt_cfg.mode, ENV_MODE);
-	snprintf(dt_cfg.select, sizeof(dt_cfg.select), "%s", (v = getenv(ENV_SELECT)) && *v ? v : "first");
-	if ((v = getenv(ENV_HOME_CPUSET)))
+	snprintf(dt_cfg.select, sizeof(dt_cfg.select), "%s", (v = env_get(ENV_SELECT)) && *v ? v : "first");
+	if ((v = env_get(ENV_HOME_CPUSET)))
 		snprintf(dt_cfg.home_cpuset, sizeof(dt_cfg.home_cpuset), "%s", v);
-	cputime_from_env(getenv(ENV_CPUTIME));
-	sched_from_env(getenv(ENV_SCHED));
-	dt_cfg.keep_policy = (v = getenv(ENV_KEEP_POLICY)) && !strcmp(v, "1");
-	if ((v = getenv(ENV_STATS)))
+	cputime_from_env(env_get(ENV_CPUTIME));
+	sched_from_env(env_get(ENV_SCHED));
+	dt_cfg.keep_policy = (v = env_get(ENV_KEEP_POLICY)) && !strcmp(v, "1");
+	if ((v = env_get(ENV_STATS)))
 		snprintf(dt_cfg.stats_path, sizeof(dt_cfg.stats_path), "%s", v);
 	/* A spinning proxy on the only housekeeping CPU would leave nothing of
 	 * it to the rest of the program and the system. */
-	v = getenv(ENV_PROXY);
+	v = env_get(ENV_PROXY);
 	if (v)
 		dt_cfg.proxy_wait = strcmp(v, "spin") ? PROXY_ADAPTIVE : PROXY_SPIN;
 	else
@@ -144,6 +144,34 @@ __attribute__((constructor)) static void dt_init(void)
 	if ((err = runtime_start()))
 		dt_die("cannot start: %s", strerror(-err));
 	start_threads();
+}
+
+/* `detach pid` (src/cli/pid.c): loaded by dlopen into a running program,
+ * called on the thread to detach with the contract `detach run` would have
+ * put in the environment, as "NAME=value" lines, and the runtime's own
+ * path (for execve).  Returns 0 or -errno; never exits the program. */
+__attribute__((visibility("default"))) int __dt_pid_start(const char *contract, const char *lib)
+{
+	cpu_set_t none;
+	int err, cpu;
+
+	if (dt_self && !dt_self->observed)
+		return -EALREADY;
+	if (!dt_cfg.active) {
+		if ((err = env_adopt(contract, lib)))
+			return err;
+		if (!read_contract())
+			return -EINVAL;
+		if ((err = runtime_start()))
+			return err;
+	}
+	CPU_ZERO(&none);
+	for (cpu = 0; cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &dt_cfg.cpus); cpu++)
+		;
+	if (cpu == CPU_SETSIZE || CPU_EQUAL(&dt_cfg.cpus, &none) || (cpu = claim_cpu(cpu)) < 0)
+		return -EBUSY;
+	detach_thread(dt_self, cpu);
+	return 0;
 }
 
 /* Process-wide set-up, once: by the constructor, or by dt_detach() in a

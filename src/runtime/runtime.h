@@ -211,6 +211,8 @@ void sched_to_env(struct dt_thread *t, char *buf) DT_HIDDEN;
 /* env.c */
 char *env_put_u64(char *p, uint64_t v, char end) DT_HIDDEN;
 void env_scrub(void) DT_HIDDEN;
+int env_adopt(const char *contract, const char *lib) DT_HIDDEN;
+const char *env_get(const char *name) DT_HIDDEN;
 long env_execve(long nr, long a[6]) DT_HIDDEN;
 
 /* stats.c */

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Description: `detach pid` detaches the first thread of a program that is
+# already running, without restarting it: the kernel's counters show its
+# writes leave from the proxy, not from it, and its CPU is the one named;
+# its output is exactly what it would have been; `--attach` puts it back
+# (affinity as before, proxy gone).  A thread stopped in a blocking pipe
+# read finishes that read with data written later.  Refusals: no such
+# process, a static program, a traced one, one already detached, another
+# user's without CAP_SYS_PTRACE.
+# Timeout: 120
+source "$(dirname "$0")/lib.sh"
+t_need_cpus 2
+t_need_root
+command -v setpriv >/dev/null || t_skip "setpriv is not installed (make deps)"
+
+cat >"$T_TMP/writer.c" <<'EOF'
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+/* writer N: N numbered lines, 5 ms apart; reader: one line from stdin */
+int main(int argc, char **argv)
+{
+	char b[256];
+	if (!strcmp(argv[1], "reader")) {
+		ssize_t n = read(0, b, sizeof(b) - 1);
+		if (n < 0) { perror("read"); return 1; }
+		b[n] = '\0';
+		printf("read %zd: %s", n, b);
+		return 0;
+	}
+	for (int i = 0, n = atoi(argv[1]); i < n; i++) {
+		int l = snprintf(b, sizeof(b), "line %d\n", i);
+		if (write(1, b, l) != l) return 1;
+		struct timespec ts = { 0, 5000000 };
+		nanosleep(&ts, NULL);
+	}
+	return 0;
+}
+EOF
+cc -O2 -o "$T_TMP/writer" "$T_TMP/writer.c" || t_fail "cc"
+cc -O2 -static -o "$T_TMP/static" "$T_TMP/writer.c" 2>/dev/null || rm -f "$T_TMP/static"
+
+task_of() { grep -l "$2" /proc/$1/task/*/comm 2>/dev/null | head -1 | xargs -r dirname; }
+syscw() { awk '/^syscw/ {print $2}' "$1/io"; }
+
+# --- a running writer, detached and attached again ----------------------------
+"$T_TMP/writer" 400 >"$T_TMP/out" & p=$!
+sleep 0.3
+before=$(awk '/Cpus_allowed_list/ {print $2}' /proc/$p/status)
+"$DETACH" pid -c 1 $p || t_fail "detach pid: exit $?"
+proxy=$(task_of $p detach-proxy)
+[ -n "$proxy" ] || t_fail "no proxy thread in process $p"
+main_w1=$(syscw /proc/$p/task/$p); proxy_w1=$(syscw "$proxy")
+sleep 0.4
+main_w2=$(syscw /proc/$p/task/$p); proxy_w2=$(syscw "$proxy")
+cpus=$(awk '/Cpus_allowed_list/ {print $2}' /proc/$p/status)
+echo "detached: main thread syscw $main_w1 -> $main_w2, proxy $proxy_w1 -> $proxy_w2, CPUs $cpus (before $before)"
+[ "$main_w1" = "$main_w2" ] || t_fail "the detached thread still writes itself: syscw $main_w1 -> $main_w2"
+[ "$proxy_w2" -gt "$proxy_w1" ] || t_fail "the proxy did not write: syscw $proxy_w1 -> $proxy_w2"
+[ "$cpus" = 1 ] || t_fail "detached thread allowed on '$cpus', not 1"
+"$DETACH" pid -c 1 $p 2>"$T_TMP/again.err" && t_fail "a second detach pid was not refused"
+grep -q "already detached" "$T_TMP/again.err" || { t_fail "no 'already detached' message"; cat "$T_TMP/again.err" >&2; }
+"$DETACH" pid --attach $p || t_fail "detach pid --attach: exit $?"
+sleep 0.2
+after=$(awk '/Cpus_allowed_list/ {print $2}' /proc/$p/status)
+echo "attached again: CPUs $after, proxy $(task_of $p detach-proxy || true)"
+[ "$after" = "$before" ] || t_fail "affinity after --attach '$after', before '$before'"
+[ -z "$(task_of $p detach-proxy)" ] || t_fail "the proxy is still there after --attach"
+wait $p; rc=$?
+[ $rc = 0 ] || t_fail "writer exit $rc"
+seq 0 399 | sed 's/^/line /' | cmp -s - "$T_TMP/out" || t_fail "output differs from the native lines 0..399 ($(wc -l <"$T_TMP/out") lines)"
+
+# --- stopped in a blocking read ----------------------------------------------------
+mkfifo "$T_TMP/fifo"
+"$T_TMP/writer" reader <"$T_TMP/fifo" >"$T_TMP/read.out" & p=$!
+exec 7>"$T_TMP/fifo"          # the reader's open returns; it blocks in read
+sleep 0.3
+"$DETACH" pid -c 1 $p || t_fail "detach pid of a blocked reader: exit $?"
+sleep 0.2
+echo "data after detach" >&7
+exec 7>&-
+wait $p; rc=$?
+echo "blocked reader: exit $rc, $(cat "$T_TMP/read.out")"
+[ $rc = 0 ] && grep -q "^read 18: data after detach" "$T_TMP/read.out" ||
+	t_fail "the blocked read did not finish with the data: $(cat "$T_TMP/read.out")"
+
+# --- refusals: one error line and a NOTE, exit 1 ----------------------------------
+refused() {   # WHAT PATTERN CMD...
+	local what=$1 pat=$2; shift 2
+	"$@" >"$T_TMP/r.out" 2>"$T_TMP/r.err"; local rc=$?
+	if [ $rc != 1 ] || ! grep -q "^detach: error: .*$pat" "$T_TMP/r.err"; then
+		t_fail "$what: exit $rc, $(head -2 "$T_TMP/r.err")"
+	else
+		echo "$what: refused: $(head -1 "$T_TMP/r.err")"
+	fi
+}
+refused "no such process" "no process" "$DETACH" pid 999999999
+if [ -x "$T_TMP/static" ]; then
+	"$T_TMP/static" 300 >/dev/null & p=$!; sleep 0.1
+	refused "static" "not dynamically linked" "$DETACH" pid $p
+	kill $p; wait $p 2>/dev/null
+fi
+if command -v strace >/dev/null; then
+	strace -o /dev/null "$T_TMP/writer" 300 >/dev/null & s=$!; sleep 0.3
+	p=$(pgrep -P $s writer || true)
+	[ -z "$p" ] && p=$(pgrep -n -f "$T_TMP/writer 300")
+	refused "traced" "being traced" "$DETACH" pid $p
+	kill $s 2>/dev/null; wait $s 2>/dev/null
+fi
+"$T_TMP/writer" 300 >/dev/null & p=$!; sleep 0.1
+pub=$(mktemp -d /tmp/detach-pub.XXXXXX); chmod 755 "$pub"; cp "$DETACH" "$pub/detach"
+refused "another user's" "CAP_SYS_PTRACE" setpriv --reuid=65534 --regid=65534 --clear-groups "$pub/detach" pid $p
+rm -rf "$pub"
+kill $p; wait $p 2>/dev/null
+t_done

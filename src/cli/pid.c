@@ -1,8 +1,8 @@
 /* detach pid: detach a thread of a program that is already running (seed
  * 002, III-B-4: the paper writes a pid to a control file).
  *
- * As a debugger calls a function in its inferior: every thread is stopped
- * with ptrace (PTRACE_SEIZE + PTRACE_INTERRUPT), the chosen thread's
+ * As a debugger calls a function in its inferior: every thread but the
+ * runtime's proxies is stopped with ptrace (PTRACE_SEIZE + PTRACE_INTERRUPT), the chosen thread's
  * registers (general and the whole xsave state) are saved, and two calls
  * are made on that thread: glibc's dlopen of libdetach.so, then the
  * runtime's __dt_pid_start (src/runtime/init.c) with the contract `detach
@@ -329,7 +329,13 @@ static int stop_all(struct target *tg)
 		more = false;
 		while ((e = readdir(d))) {
 			pid_t tid = (pid_t)atoi(e->d_name);
+			char comm[64], path[96];
 			if (tid <= 0 || seized(tg, tid) || tg->ntids == MAX_THREADS)
+				continue;
+			/* A proxy runs no program code, and the calls we make on a
+			 * detached thread (dt_attach) need it running. */
+			snprintf(path, sizeof(path), "%s/%d/comm", dir, (int)tid);
+			if (!read_text_file(path, comm, sizeof(comm)) && !strncmp(comm, "detach-proxy", 12))
 				continue;
 			if (ptrace(PTRACE_SEIZE, tid, 0, 0) < 0) {
 				if (errno == ESRCH)

@@ -34,6 +34,7 @@ int env_adopt(const char *contract, const char *lib)
 {
 	static const char *const vars[] = CONTRACT_VARS;
 
+	nsaved = 0;                       /* this contract replaces any other */
 	for (const char *l = contract; l && *l; l += strcspn(l, "\n"), l += *l == '\n') {
 		size_t len = strcspn(l, "\n");
 		for (size_t i = 0; i < CONTRACT_NVARS && nsaved < CONTRACT_NVARS; i++)
@@ -67,6 +68,11 @@ void env_scrub(void)
 	static const char *const vars[] = CONTRACT_VARS;
 	const char *preload = getenv("LD_PRELOAD");
 	const char *was = getenv(ENV_PRELOAD_WAS);
+
+	/* Loaded by dlopen (`detach pid`, or a program linked with -ldetach):
+	 * the program's environment is its own, whatever it holds. */
+	if (!preload || !strstr(preload, "libdetach"))
+		return;
 
 	if (preload) {
 		size_t n = strcspn(preload, ": ");

@@ -26,7 +26,7 @@ static bool starts_with_var(const char *entry, const char *name)
 }
 
 /* `detach pid`: the contract arrives as "NAME=value" lines from outside,
- * not in the environment (runtime_adopt, init.c).  From then on it is read
+ * not in the environment (__dt_pid_start, init.c).  From then on it is read
  * from here and passed on by execve as if `detach run` had set it. */
 static bool adopted;
 

@@ -18,6 +18,7 @@ static int usage(int status)
 
 	fprintf(f,
 "usage: detach check [-c LIST] [--json[=FILE]] [--sample DURATION]\n"
+"                    [--measure DURATION [--threshold NS] [--trace-out FILE]]\n"
 "\n"
 "Audits this machine for detached execution on the listed CPUs and prints\n"
 "findings, each with a severity (ok, info, warn, block) and a fix: preemption\n"
@@ -32,7 +33,14 @@ static int usage(int status)
 "                       else the last online CPU)\n"
 "      --json[=FILE]    findings and samples as JSON with the common header;\n"
 "                       without FILE on stdout instead of the text\n"
-"      --sample DUR     length of the busy loop per CPU (default 2s; 0: none)\n"
+"      --sample DUR     length of the busy loop per CPU (default 2s; 0: none;\n"
+"                       none by default with --measure)\n"
+"      --measure DUR    a probe spins on each listed CPU for DUR while the\n"
+"                       guest's tracepoints are recorded (root): each gap gets\n"
+"                       its causes (IRQ, softirq, IPI/TLB with sender, tick,\n"
+"                       task, or host), with a summary per cause (docs/trace.md)\n"
+"      --threshold DUR  shortest gap recorded (default 5 median steps)\n"
+"      --trace-out FILE every traced event as text\n"
 "  -h, --help           this text\n"
 "\n"
 "Exit status, from the configuration findings only (the sample never counts):\n"
@@ -51,9 +59,13 @@ static int check_parse_args(int argc, char **argv, struct check_args *a)
 		{ "cpu", required_argument, NULL, 'c' },
 		{ "json", optional_argument, NULL, 'j' },
 		{ "sample", required_argument, NULL, 's' },
+		{ "measure", required_argument, NULL, 'm' },
+		{ "threshold", required_argument, NULL, 't' },
+		{ "trace-out", required_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
+	bool sample_given = false;
 	int opt;
 
 	memset(a, 0, sizeof(*a));
@@ -70,10 +82,27 @@ static int check_parse_args(int argc, char **argv, struct check_args *a)
 				cli_note("durations look like 2s, 500ms or 0");
 				return EXIT_USAGE;
 			}
+			sample_given = true;
 			break;
+		case 'm':
+		case 't':
+			if (duration_parse(optarg, opt == 'm' ? &a->measure_ns : &a->threshold_ns)) {
+				cli_err("bad duration '%s' for --%s", optarg, opt == 'm' ? "measure" : "threshold");
+				cli_note("durations look like 10s, 500ms or 20us");
+				return EXIT_USAGE;
+			}
+			break;
+		case 'o': a->trace_out = optarg; break;
 		case 'h': a->help = true; return 0;
 		default: return cli_bad_option("check", argv);
 		}
+	}
+	if (a->measure_ns && !sample_given)
+		a->sample_ns = 0;
+	if ((a->threshold_ns || a->trace_out) && !a->measure_ns) {
+		cli_err("--threshold and --trace-out go with --measure");
+		cli_note("for example: detach check -c 1 --measure 10s --threshold 20us");
+		return EXIT_USAGE;
 	}
 	if (optind < argc)
 		return cli_unexpected_arg("check", argv[optind]);
@@ -119,7 +148,7 @@ static const struct check_probe probes[] = {
 
 /* The measurements, after the verdict, information only.  A new mode of
  * measuring (an option that selects which run) adds its entry here. */
-static const struct check_measure *const measures[] = { &check_sample };
+static const struct check_measure *const measures[] = { &check_sample, &check_measure };
 
 static void run_probes(struct check *c)
 {

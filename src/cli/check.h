@@ -47,6 +47,9 @@ struct check_args {
 	bool json;             /* --json[=FILE] */
 	const char *json_file; /* NULL: JSON on stdout instead of the text */
 	uint64_t sample_ns;    /* --sample: busy loop per CPU; 0: none */
+	uint64_t measure_ns;   /* --measure: traced probe per CPU; 0: none */
+	uint64_t threshold_ns; /* --threshold; 0: a few median steps */
+	const char *trace_out; /* --trace-out FILE */
 	bool help;
 };
 
@@ -67,6 +70,8 @@ struct check {
 	int n, cap;
 	struct sample *s;      /* check_sample.c's results */
 	int ns;
+	struct measure_result *mr;   /* check_measure.c's results */
+	int nmr;
 	struct tsc_clock tsc;
 	bool measured;         /* a measurement has lines to print */
 };
@@ -131,5 +136,7 @@ void probe_swap(struct check *c, int cpu);
 /* ---- measurements ---------------------------------------------------------- */
 /* check_sample.c: a busy loop on each listed CPU, its gaps and timer ticks */
 extern const struct check_measure check_sample;
+/* check_measure.c: --measure, a traced probe per listed CPU, each gap named */
+extern const struct check_measure check_measure;
 
 #endif

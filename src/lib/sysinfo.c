@@ -90,3 +90,25 @@ void cpu_model(char *buf, size_t len)
 	}
 	fclose(f);
 }
+
+long long cpu_steal_ns(int cpu)
+{
+	FILE *f = fopen("/proc/stat", "re");
+	char line[512], want[16];
+	unsigned long long v[8];
+	long long ns = -1;
+	long hz = sysconf(_SC_CLK_TCK);
+
+	if (!f)
+		return -1;
+	snprintf(want, sizeof(want), "cpu%d ", cpu);
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, want, strlen(want)) &&
+		    sscanf(line + strlen(want), "%llu %llu %llu %llu %llu %llu %llu %llu",
+			   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) == 8) {
+			ns = (long long)(v[7] * (1000000000ull / (unsigned long long)(hz > 0 ? hz : 100)));
+			break;
+		}
+	fclose(f);
+	return ns;
+}

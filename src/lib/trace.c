@@ -632,3 +632,50 @@ const char *trace_symbol(struct trace_session *s, uint64_t addr)
 	}
 	return s->ksyms ? tep_find_function(s->ksyms, addr) : NULL;
 }
+
+void trace_rec_format(struct trace_session *s, const struct trace_rec *r, uint64_t t0,
+		      const struct tsc_clock *tsc, char *buf, size_t len)
+{
+	static const char *const type[] = { "irq", "softirq", "vector", "nmi", "tlb_flush",
+					    "sched_switch", "ipi_send", "csd_function", "workqueue" };
+	static const char *const phase[] = { "_entry", "_exit", "" };
+	const char *sym = NULL;
+	int64_t d = (int64_t)(r->ts - t0);
+	int l;
+
+	l = snprintf(buf, len, "%14.3f us cpu%d %s%s", (d < 0 ? -(double)tsc_cycles_to_ns(tsc, (uint64_t)-d)
+						     : (double)tsc_cycles_to_ns(tsc, (uint64_t)d)) / 1e3,
+		     r->cpu, type[r->type], phase[r->phase]);
+	if ((size_t)l >= len)
+		return;
+	buf += l;
+	len -= (size_t)l;
+	if (r->type == TR_CSD || r->type == TR_WORK || r->type == TR_IPI_SEND)
+		sym = r->arg ? trace_symbol(s, r->arg) : NULL;
+	switch (r->type) {
+	case TR_IRQ:
+		snprintf(buf, len, " irq=%d %s", r->num, r->name);
+		break;
+	case TR_SOFTIRQ:
+	case TR_VECTOR:
+		snprintf(buf, len, " %s (%d)", r->name, r->num);
+		break;
+	case TR_NMI:
+		snprintf(buf, len, " %llu ns", (unsigned long long)r->arg);
+		break;
+	case TR_TLB:
+		snprintf(buf, len, " reason=%d pages=%llu", r->num, (unsigned long long)r->arg);
+		break;
+	case TR_SWITCH:
+		snprintf(buf, len, " %s[%d] -> %s[%d]", r->comm, r->pid, r->name, r->pid2);
+		break;
+	case TR_IPI_SEND:
+		if (r->num >= 0)
+			snprintf(buf, len, " to cpu%d by %s[%d] %s", r->num, r->comm, r->pid, sym ? sym : "");
+		else
+			snprintf(buf, len, " to a mask by %s[%d] %s", r->comm, r->pid, sym ? sym : "");
+		break;
+	default:
+		snprintf(buf, len, " %s", sym ? sym : "");
+	}
+}

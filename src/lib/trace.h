@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct tsc_clock;
+
 enum trace_type {
 	TR_IRQ,        /* device interrupt handler: num = IRQ, name = action */
 	TR_SOFTIRQ,    /* num = vector, name = kind ("TIMER", "RCU", ...) */
@@ -70,6 +72,10 @@ uint64_t trace_lost(const struct trace_session *s);
 
 /* How the trace times were put on the TSC: "x86-tsc" or "mono mapped". */
 const char *trace_clock_name(const struct trace_session *s);
+
+/* One record as a line of text (no newline), times in ns from t0. */
+void trace_rec_format(struct trace_session *s, const struct trace_rec *r, uint64_t t0,
+		      const struct tsc_clock *tsc, char *buf, size_t len);
 
 /* Kernel symbol of a function address (/proc/kallsyms), or NULL. */
 const char *trace_symbol(struct trace_session *s, uint64_t addr);

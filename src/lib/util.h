@@ -86,6 +86,9 @@ int read_text_file(const char *path, char *buf, size_t len);
 int write_text_file(const char *path, const char *s);
 /* Integer sysctl-like read of a file holding one number. */
 int read_long_file(const char *path, long *v);
+/* Time the hypervisor took from cpu so far (steal of /proc/stat, in ticks
+ * of USER_HZ, so 10 ms steps), or -1. */
+long long cpu_steal_ns(int cpu);
 
 /* ---- JSON writer ---------------------------------------------------------
  * A tiny streaming writer: it tracks nesting and commas, escapes strings.

@@ -175,7 +175,9 @@ int stall_model_build(struct stall_model **out, struct trace_session *t, int cpu
 			}
 			break;
 		case TR_TLB:
-			if (e->num == 1 && o.nvec > 0)      /* TLB_REMOTE_SHOOTDOWN */
+			/* TLB_REMOTE_SHOOTDOWN, or TLB_REMOTE_WRONG_CPU: a shootdown
+			 * that found another mm loaded, its cost paid all the same */
+			if ((e->num == 1 || e->num == 5) && o.nvec > 0)
 				m->a[o.vec[o.nvec - 1]].c.kind = SK_TLB;
 			break;
 		case TR_NMI: {

@@ -117,9 +117,17 @@ static void journal_replay(const char *path)
 	unlink(path);
 }
 
+/* A zombie is dead too: an owner nobody reaps (its parent gone, a PID 1
+ * that does not wait) must not keep its journal alive. */
 static bool pid_alive(pid_t pid)
 {
-	return kill(pid, 0) == 0 || errno != ESRCH;
+	char path[64], buf[512], *p;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (read_text_file(path, buf, sizeof(buf)) < 0)
+		return false;
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
 }
 
 int trace_cleanup_stale(void)

@@ -1,0 +1,52 @@
+# Description: detach check --measure names a task pinned to the measured CPU
+# that runs in 10 ms bursts as the cause of the probe's gaps (comm and pid, from
+# sched_switch); the JSON validates against docs/schema/check.schema.json and
+# --trace-out holds the events as text.
+# Timeout: 120
+set -u
+cd "$(dirname "$0")/.."
+. tests/isolate_common.bash
+[ "$(id -u)" -eq 0 ] || skip "needs root (tracefs)"
+[ "$(nproc --all)" -ge 2 ] || skip "needs 2 CPUs"
+[ ! -e $STATE ] || skip "the machine is isolated ($STATE): a task outside the partition cannot run on its CPU"
+PY=${BUILD:-build}/venv/bin/python
+$PY -c 'import jsonschema' 2>/dev/null || { echo "FAIL: no jsonschema in $PY (make deps)"; exit 1; }
+T=$(mktemp -d)
+BURST=
+trap '[ -n "$BURST" ] && kill $BURST 2>/dev/null; rm -rf "$T"' EXIT
+FAILED=0
+CPU=$(python3 -c 'import os; print(max(os.sched_getaffinity(0)))')
+
+# 10 ms of work, 30 ms asleep, on the measured CPU, under a name of its own.
+taskset -c "$CPU" python3 -c '
+import time
+open("/proc/self/comm", "w").write("burst10ms")
+while True:
+    end = time.monotonic() + 0.010
+    while time.monotonic() < end: pass
+    time.sleep(0.030)' &
+BURST=$!
+sleep 0.3
+
+"$D" check -c "$CPU" --measure 2s --json="$T/j" --trace-out "$T/trace" >"$T/out" 2>"$T/err"
+case $? in 0|3|4) ;; *) fail "check exit $?: $(cat "$T/err")" ;; esac
+[ -s "$T/err" ] && fail "stderr: $(cat "$T/err")"
+$PY - "$T/j" "$BURST" "$CPU" docs/schema/check.schema.json <<'PY' || fail "JSON"
+import json, sys, jsonschema
+d = json.load(open(sys.argv[1])); pid = int(sys.argv[2]); cpu = int(sys.argv[3])
+jsonschema.validate(d, json.load(open(sys.argv[4])))
+m = d["measure"]
+assert [x["cpu"] for x in m] == [cpu], m
+m = m[0]
+assert m["measured"] and m["traced"], m.get("why") or m.get("trace_error")
+named = [c for g in m["gaps"] for c in g["causes"] if c["kind"] == "task" and c["pid"] == pid]
+print("%d gaps, %d name the burst task" % (len(m["gaps"]), len(named)))
+assert named, "no gap names task %d" % pid
+assert all(c["comm"] == "burst10ms" for c in named), named[:3]
+rows = [r for r in m["summary"] if r["cause"] == "task burst10ms[%d]" % pid]
+assert rows and rows[0]["count"] == len(named), rows
+PY
+grep -q "sched_switch .*burst10ms\[$BURST\]" "$T/trace" || fail "--trace-out has no switch to the burst task"
+grep -q "task burst10ms\[$BURST\]" "$T/out" || fail "the text summary does not name the burst task"
+[ $FAILED -eq 0 ] && echo "the burst task is named"
+exit $FAILED

@@ -46,6 +46,8 @@ static int usage(int status)
 "  -p, --period DUR     period, e.g. 1000us, 1ms (default 1000us)\n"
 "      --spin           wait by spinning on the TSC instead of sleeping\n"
 "  -j, --json FILE      write header, statistics and raw samples as JSON\n"
+"      --intervals FILE for each period the TSC span of its lateness (wake-up\n"
+"                       minus deviation to wake-up), for bench/tracecell\n"
 "      --quiet          no summary on stdout\n"
 "  -h, --help           this text\n",
 		DEFAULT_SAMPLES, DEFAULT_WARMUP);
@@ -171,6 +173,18 @@ int main(int argc, char **argv)
 	for (uint64_t i = 0; i < o.samples; i++)
 		d[i] = tsc[o.warmup + i + 1] - tsc[o.warmup + i];
 	ctl_stats_compute(d, o.samples, period, &st);
+	if (o.intervals) {
+		/* a late wake-up was held up in [due, woke]; an early one was not */
+		uint64_t *due = calloc(o.samples, sizeof(*due));
+		for (uint64_t i = 0; due && i < o.samples; i++)
+			due[i] = tsc[o.warmup + i + 1] - (d[i] > period ? d[i] - period : 0);
+		err = due ? bench_write_intervals(o.intervals, due, tsc + o.warmup + 1, o.samples) : -ENOMEM;
+		free(due);
+		if (err) {
+			fprintf(stderr, "ctlloop: cannot write %s: %s\n", o.intervals, strerror(-err));
+			return 1;
+		}
+	}
 
 	if (!o.quiet) {
 		printf("ctlloop: %llu periods of %llu us (%llu cycles at %.3f GHz), %s\n",

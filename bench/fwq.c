@@ -38,6 +38,7 @@ static int usage(int status)
 "  -q, --quantum CYC    calibrate the work to about CYC TSC cycles (default %llu)\n"
 "  -l, --loops N        use exactly N loop iterations per quantum (no calibration)\n"
 "  -j, --json FILE      write header, statistics and raw samples as JSON\n"
+"      --intervals FILE each quantum's TSC start and end, for bench/tracecell\n"
 "      --quiet          no summary on stdout\n"
 "  -h, --help           this text\n",
 		DEFAULT_SAMPLES, DEFAULT_WARMUP, DEFAULT_QUANTUM);
@@ -116,7 +117,7 @@ int main(int argc, char **argv)
 	struct run_header h;
 	struct tsc_clock clk;
 	struct fwq_stats st;
-	uint64_t *s;
+	uint64_t *s, *at;
 	int err;
 
 	run_header_init(&h, argc, argv);
@@ -132,8 +133,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	h.tsc_hz = clk.hz;
-	s = calloc(o.samples, sizeof(*s));
-	if (!s) {
+	/* with --intervals: start times, and room for the ends after s */
+	s = calloc(o.intervals ? 2 * o.samples : o.samples, sizeof(*s));
+	at = o.intervals ? calloc(o.samples, sizeof(*at)) : NULL;
+	if (!s || (o.intervals && !at)) {
 		fprintf(stderr, "fwq: out of memory for %llu samples\n", (unsigned long long)o.samples);
 		return 1;
 	}
@@ -142,9 +145,21 @@ int main(int argc, char **argv)
 
 	for (uint64_t i = 0; i < o.warmup; i++)
 		time_work(o.loops);
-	for (uint64_t i = 0; i < o.samples; i++)
+	for (uint64_t i = 0; i < o.samples; i++) {
+		if (at)
+			at[i] = rdtsc();
 		s[i] = time_work(o.loops);
+	}
 	clock_gettime(CLOCK_REALTIME, &h.end);
+	if (at) {
+		/* a quantum spans [start, start + its time]: what ran inside it */
+		for (uint64_t i = 0; i < o.samples; i++)
+			s[o.samples + i] = at[i] + s[i];
+		if ((err = bench_write_intervals(o.intervals, at, s + o.samples, o.samples))) {
+			fprintf(stderr, "fwq: cannot write %s: %s\n", o.intervals, strerror(-err));
+			return 1;
+		}
+	}
 
 	fwq_stats_compute(s, o.samples, &st);
 

@@ -114,6 +114,9 @@ int bench_common_opt(const char *prog, int c, const char *arg, struct bench_comm
 	case 'Q':
 		o->quiet = true;
 		return 1;
+	case 'I':
+		o->intervals = arg;
+		return 1;
 	}
 	return 0;
 }
@@ -128,4 +131,19 @@ void bench_common_done(const char *prog, int argc, char **argv, const struct ben
 		fprintf(stderr, "%s: at most 100M samples\n", prog);
 		exit(2);
 	}
+}
+
+int bench_write_intervals(const char *path, const uint64_t *start, const uint64_t *end, uint64_t n)
+{
+	FILE *f = fopen(path, "we");
+	int err = 0;
+
+	if (!f)
+		return -errno;
+	for (uint64_t i = 0; i < n && !err; i++)
+		if (fwrite(&start[i], 8, 1, f) != 1 || fwrite(&end[i], 8, 1, f) != 1)
+			err = -EIO;
+	if (fclose(f) && !err)
+		err = -EIO;
+	return err;
 }

@@ -23,7 +23,7 @@ FILE *bench_open_out(const char *path);
 /* The options every measurement program takes: -c/--cpu, -s/--samples,
  * -w/--warmup, -j/--json, --quiet.  A program's options struct holds them
  * as BENCH_COMMON (an anonymous union: o.cpu and o.common alike). */
-#define BENCH_COMMON_FIELDS int cpu; uint64_t samples, warmup; const char *json; bool quiet
+#define BENCH_COMMON_FIELDS int cpu; uint64_t samples, warmup; const char *json, *intervals; bool quiet
 struct bench_common { BENCH_COMMON_FIELDS; };
 #define BENCH_COMMON union { struct bench_common common; struct { BENCH_COMMON_FIELDS; }; }
 #define BENCH_COMMON_LONGOPTS                                          \
@@ -32,11 +32,16 @@ struct bench_common { BENCH_COMMON_FIELDS; };
 	{ "warmup", required_argument, NULL, 'w' },                    \
 	{ "json", required_argument, NULL, 'j' },                      \
 	{ "quiet", no_argument, NULL, 'Q' },                           \
+	{ "intervals", required_argument, NULL, 'I' },                 \
 	{ "help", no_argument, NULL, 'h' }
 #define BENCH_COMMON_SHORTOPTS "c:s:w:j:h"
 /* Takes option c if it is a common one: 1; 0 if it is the program's own.
  * A bad value: one error line naming prog, exit 2. */
 int bench_common_opt(const char *prog, int c, const char *arg, struct bench_common *o);
+/* --intervals FILE: for each measured sample the TSC span in which a stall
+ * would have made it worse, as pairs of native-endian u64 (start, end), for
+ * bench/tracecell to attribute.  0 or -errno. */
+int bench_write_intervals(const char *path, const uint64_t *start, const uint64_t *end, uint64_t n);
 /* After getopt: no operands, a sane sample count; exit 2 otherwise. */
 void bench_common_done(const char *prog, int argc, char **argv, const struct bench_common *o);
 

@@ -193,7 +193,8 @@ int stall_model_build(struct stall_model **out, struct trace_session *t, int cpu
 			break;
 		case TR_SWITCH:
 			close_span(m, &o.task, e->ts);
-			if (e->pid2 == probe_tid)
+			/* the probe itself, or the idle task while it sleeps */
+			if (e->pid2 == probe_tid || e->pid2 == 0)
 				break;
 			if (!(a = add(m, e->ts, SK_TASK)))
 				goto nomem;

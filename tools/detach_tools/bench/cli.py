@@ -62,6 +62,10 @@ def parse(argv):
                    help="preemption model for the run if PREEMPT_DYNAMIC (restored after); "
                         "'keep' leaves it (default full, as the paper's PREEMPT baseline)")
     p.add_argument("--no-isolate", action="store_true", help="never use detach isolate")
+    p.add_argument("--no-trace", action="store_true",
+                   help="do not record the guest's trace of each cell (docs/trace.md)")
+    p.add_argument("--trace-overhead", action="store_true",
+                   help="run every cell twice, traced and not, interleaved: the cost of tracing")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--no-print", action="store_true", help="do not print summary.md at the end")
     p.add_argument("--settle", type=float, help="seconds between starting a load and measuring")

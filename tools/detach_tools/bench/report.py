@@ -2,6 +2,8 @@
 statistic comes from the measurement programs' own "stats")."""
 import os
 
+from . import trace
+
 # The paper's published figures, copied exactly from the OSPERT 2016 slides
 # (seed 000): table "FWQ Numbers" (deltas to minimum in CPU cycles; Linux-4.6
 # PREEMPT at chrt -f 10, and the detached thread in L4Linux) and table
@@ -27,8 +29,9 @@ TARGET_FIFO = 10.0       # linux-fifo/detached, ctlloop, build and io
 
 
 def cells_for(doc, load, prog, cfg):
-    return [c for c in doc["cells"]
-            if c["load"] == load and c["program"] == prog and c["config"] == cfg]
+    """The cells of the tables: the untraced twins of --trace-overhead apart."""
+    return [c for c in doc["cells"] if c["load"] == load and c["program"] == prog
+            and c["config"] == cfg and not c.get("trace_off")]
 
 
 def steal_pct(doc, load, prog, cfg):
@@ -260,11 +263,13 @@ def summary(doc):
     w("")
     if not sysd.get("detached_available"):
         w(f"detached: unavailable: {sysd.get('detached')}\n")
+    trace.summary_section(doc, w, [c for c in doc["cells"] if not c.get("trace_off")])
     plots = "plots/" if doc.get("_plots") else None
     if plots:
         w("## Plots\n")
         w("`plots/<load>-<program>-<config>-r<rep>.png`: sample index against cycles, one per "
-          "cell (as the paper's figures); `plots/cdf-<load>.png`: distribution per configuration, "
+          "cell (as the paper's figures; in the slowest 1%, x: the guest's trace covers the "
+          "stall, o: the host's); `plots/cdf-<load>.png`: distribution per configuration, "
           "log scale.\n")
     return "\n".join(L) + "\n"
 
@@ -294,6 +299,7 @@ def make_plots(doc, outdir):
             st = r["stats"]
             sub = f"max delta to min {st['delta_max']} cycles ({st['delta_max_pct']:.3g}%)"
             ax.set_ylabel("cycles per quantum")
+        trace.mark_plot(ax, c, doc.get("tsc_hz") or 0)
         ax.set_xlabel("sample")
         ax.set_title(f"{c['program']} {c['config']}, {c['load']} load, rep {c['rep']}: {sub}",
                      fontsize=8)

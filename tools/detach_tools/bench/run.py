@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 
 from . import loads as L
 from . import report, system
+from .trace import CellTrace
 from .. import JSON_FORMAT, paths
 from .util import (BenchError, descendants, fmt_dur, format_cpulist, online_cpus, read,
                    runnable_on, warn)
@@ -85,7 +86,12 @@ class Bench:
                         out.reverse()
                         inside.reverse()
                     for c in out + inside:
-                        order.append((load, rep, prog, c))
+                        if self.a.trace_overhead:   # each cell traced and not, alternating
+                            first = (rep + len(order)) % 2 == 0
+                            order.append((load, rep, prog, c, not first))
+                            order.append((load, rep, prog, c, first))
+                        else:
+                            order.append((load, rep, prog, c, self.a.no_trace))
         return order
 
     # -- one cell --------------------------------------------------------------
@@ -118,9 +124,11 @@ class Bench:
             return ok, f"{me.get('policy')} on CPUs {me.get('cpus_allowed')}"
         return True, f"{me.get('policy')} on CPUs {me.get('cpus_allowed')}"
 
-    def run_cell(self, load, rep, prog, cfg, tmpdir):
+    def run_cell(self, load, rep, prog, cfg, tmpdir, trace_off=False):
         cell = {"load": load.name, "rep": rep, "program": prog, "config": cfg,
                 "in_partition": False, "status": "ok"}
+        if trace_off:
+            cell["trace_off"] = True
         if cfg == "detached" and not self.detach_ok:
             cell.update(status="unavailable", reason=self.detach_why)
             return cell
@@ -130,6 +138,14 @@ class Bench:
             self.partition.leave()
         out = os.path.join(tmpdir, f"{load.name}-{prog}-{cfg}-{rep}.json")
         cmd = self.command(prog, cfg, out)
+        tr = None
+        if trace_off:
+            pass
+        elif cfg == "linux":
+            cell["trace"] = {"traced": False, "why": "not pinned to the measured CPU"}
+        else:
+            tr = CellTrace(self.cpu, self.hk, tmpdir, os.path.basename(out)[:-5])
+            cmd = cmd + ["--intervals", tr.intervals]
         cell["cmd"] = cmd
         before = load.check()
         ticks = cpu_ticks(self.cpu)
@@ -146,7 +162,11 @@ class Bench:
                                  text=True, preexec_fn=pre)
         except (OSError, subprocess.SubprocessError) as e:
             cell.update(status="failed", reason=f"cannot start {cmd[0]}: {e} (joining the partition cpuset fails when another process undid the partition)")
+            if tr:
+                tr.finish(False)
             return cell
+        if tr:
+            tr.started(p.pid)
         seen, stop = {}, threading.Event()
 
         def watch():
@@ -168,13 +188,19 @@ class Bench:
             p.kill()
             so, _ = p.communicate()
             cell.update(status="failed", reason="timed out")
+            if tr:
+                tr.finish(False)
             return cell
         except KeyboardInterrupt:
             stop.set()
             p.kill()
             p.wait()
+            if tr:
+                tr.finish(False)
             raise
         cell["seconds"] = round(time.monotonic() - t, 2)
+        if tr:
+            cell["trace"] = tr.finish(p.returncode == 0)
         stop.set()
         th.join()
         cell["others_runnable_on_cpu"] = seen
@@ -290,7 +316,7 @@ class Bench:
 
     def evaluate(self):
         order = self.plan()
-        total_s = sum(self.cell_seconds(p) for _, _, p, c in order
+        total_s = sum(self.cell_seconds(p) for _, _, p, c, _ in order
                       if not (c == "detached" and not self.detach_ok))
         done_s = 0.0
         tmpdir = tempfile.mkdtemp(prefix="detach-bench-cells-")
@@ -306,13 +332,13 @@ class Bench:
                     first = load.check()
                     if not first["ok"]:
                         raise BenchError(f"{name} load did not start cleanly: {first}")
-                    for (ln, rep, prog, cfg) in [o for o in order if o[0] == name]:
+                    for (ln, rep, prog, cfg, off) in [o for o in order if o[0] == name]:
                         i += 1
                         # scale the nominal rest by how long cells really took so far
                         spent = time.monotonic() - self.t0
                         left = (total_s - done_s) * (spent / done_s if done_s > 0 else 1.0)
                         self.progress(i, len(order), f"{ln} {prog} {cfg} rep {rep}", left)
-                        cell = self.run_cell(load, rep, prog, cfg, tmpdir)
+                        cell = self.run_cell(load, rep, prog, cfg, tmpdir, off)
                         self.cells.append(cell)
                         if cell["status"] != "unavailable":
                             done_s += self.cell_seconds(prog)
@@ -323,7 +349,8 @@ class Bench:
                     for k, old in enumerate(self.cells):
                         if old["load"] == name and old["status"] == "failed":
                             self.log(f"retrying {name} {old['program']} {old['config']} rep {old['rep']}")
-                            cell = self.run_cell(load, old["rep"], old["program"], old["config"], tmpdir)
+                            cell = self.run_cell(load, old["rep"], old["program"], old["config"], tmpdir,
+                                                 old.get("trace_off", False))
                             cell["retry_of"] = old.get("reason")
                             self.cells[k] = cell
                 finally:
@@ -353,7 +380,8 @@ class Bench:
             "options": {"loads": self.a.loads, "configs": self.a.configs,
                         "programs": self.a.programs, "repeat": self.a.repeat,
                         "samples_fwq": self.a.samples_fwq, "samples_ctlloop": self.a.samples_ctl,
-                        "quick": self.a.quick},
+                        "quick": self.a.quick, "trace": not self.a.no_trace,
+                        "trace_overhead": self.a.trace_overhead},
             "system": getattr(self, "state", {}),
             "loads": self.loads_out,
             "cells": self.cells,

@@ -1,7 +1,7 @@
 # Description: `detach bench --quick` end to end: every load and
 # configuration gives a result (or "unavailable: why" for detached), the
 # summary has the paper's two tables and the ratios, plots are PNG files,
-# system state is restored and no load process is left; bad input gives one
+# every pinned cell carries the guest's trace, system state is restored and no load process is left; bad input gives one
 # error and exit 2; Ctrl-C keeps partial results and restores state.
 . "$(dirname "$0")/bench-lib.bash"
 [ "$(id -u)" -eq 0 ] || skip "needs root (chrt -f 10, RT throttling, partition)"
@@ -43,6 +43,9 @@ for l in ("idle", "build", "io"):
                 continue
             if x["status"] != "ok": bad.append(f"{l} {p} {c}: {x['status']}: {x.get('reason')}"); continue
             if len(x["result"]["samples"]) != x["result"]["stats"]["n"]: bad.append(f"{l} {p} {c}: samples")
+            t = x.get("trace") or {}
+            if c != "linux" and not (t.get("traced") and len(t["guest_ns"]) == len(x["result"]["samples"])):
+                bad.append(f"{l} {p} {c}: no trace of the cell: {t.get('why')}")
             if c in ("linux-fifo", "linux-fifo-isolated", "floor") and not x["config_check"]["ok"]:
                 bad.append(f"{l} {p} {c}: not run as configured: {x['config_check']}")
 for l in ("idle", "build", "io"):
@@ -53,7 +56,8 @@ for k in ("rt_throttling", "preemption", "partition", "detached", "measured_cpu"
     if k not in s: bad.append(f"system: no {k}")
 md = open(f"{r}/summary.md").read()
 for needle in ("Table 1", "Table 2", "434000 (10.2%)", "862000 (+14,7% / -14.1%)",
-               "linux-fifo/detached", "detached/floor", "sched_rt_runtime_us", "preemption model"):
+               "linux-fifo/detached", "detached/floor", "sched_rt_runtime_us", "preemption model",
+               "Whose stalls", "Whose maxima"):
     if needle not in md: bad.append(f"summary.md lacks {needle!r}")
 pngs = [f for f in os.listdir(f"{r}/plots") if f.endswith(".png")]
 for l in ("idle", "build", "io"):

@@ -48,5 +48,24 @@ assert rows and rows[0]["count"] == len(named), rows
 PY
 grep -q "sched_switch .*burst10ms\[$BURST\]" "$T/trace" || fail "--trace-out has no switch to the burst task"
 grep -q "task burst10ms\[$BURST\]" "$T/out" || fail "the text summary does not name the burst task"
+kill $BURST; BURST=
+
+# Without root: one error line and a NOTE, then the gaps, unattributed.
+if command -v setpriv >/dev/null; then
+	chmod 777 "$T"
+	setpriv --reuid=65534 --regid=65534 --clear-groups "$D" check -c "$CPU" --measure 200ms \
+		--json="$T/nobody.json" >/dev/null 2>"$T/nerr"
+	[ "$(grep -c '^detach: error: cannot trace' "$T/nerr")" -eq 1 ] && grep -q 'NOTE: run detach check --measure as root' "$T/nerr" \
+		|| fail "as nobody: expected one error line and a NOTE, got: $(cat "$T/nerr")"
+	$PY - "$T/nobody.json" docs/schema/check.schema.json <<'PY' || fail "JSON as nobody"
+import json, sys, jsonschema
+d = json.load(open(sys.argv[1]))
+jsonschema.validate(d, json.load(open(sys.argv[2])))
+m = d["measure"][0]
+assert m["measured"] and not m["traced"] and m["trace_error"], m
+assert all(g["causes"] is None for g in m["gaps"]), "a gap attributed without a trace"
+print("as nobody: %d gaps, unattributed" % len(m["gaps"]))
+PY
+fi
 [ $FAILED -eq 0 ] && echo "the burst task is named"
 exit $FAILED

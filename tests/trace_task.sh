@@ -1,6 +1,6 @@
 # Description: detach check --measure names a task pinned to the measured CPU
 # that runs in 10 ms bursts as the cause of the probe's gaps (comm and pid, from
-# sched_switch); the JSON validates against docs/schema/check.schema.json and
+# sched_switch); the JSON validates against docs/schema/check.schema.json (tests/validate_json.py) and
 # --trace-out holds the events as text.
 # Timeout: 120
 set -u
@@ -9,8 +9,6 @@ cd "$(dirname "$0")/.."
 [ "$(id -u)" -eq 0 ] || skip "needs root (tracefs)"
 [ "$(nproc --all)" -ge 2 ] || skip "needs 2 CPUs"
 [ ! -e $STATE ] || skip "the machine is isolated ($STATE): a task outside the partition cannot run on its CPU"
-PY=${BUILD:-build}/venv/bin/python
-$PY -c 'import jsonschema' 2>/dev/null || { echo "FAIL: no jsonschema in $PY (make deps)"; exit 1; }
 T=$(mktemp -d)
 BURST=
 trap '[ -n "$BURST" ] && kill $BURST 2>/dev/null; rm -rf "$T"' EXIT
@@ -31,10 +29,10 @@ sleep 0.3
 "$D" check -c "$CPU" --measure 2s --json="$T/j" --trace-out "$T/trace" >"$T/out" 2>"$T/err"
 case $? in 0|3|4) ;; *) fail "check exit $?: $(cat "$T/err")" ;; esac
 [ -s "$T/err" ] && fail "stderr: $(cat "$T/err")"
-$PY - "$T/j" "$BURST" "$CPU" docs/schema/check.schema.json <<'PY' || fail "JSON"
-import json, sys, jsonschema
+python3 tests/validate_json.py check "$T/j" || fail "JSON does not match docs/schema/check.schema.json"
+python3 - "$T/j" "$BURST" "$CPU" <<'PY' || fail "JSON"
+import json, sys
 d = json.load(open(sys.argv[1])); pid = int(sys.argv[2]); cpu = int(sys.argv[3])
-jsonschema.validate(d, json.load(open(sys.argv[4])))
 m = d["measure"]
 assert [x["cpu"] for x in m] == [cpu], m
 m = m[0]
@@ -57,10 +55,10 @@ if command -v setpriv >/dev/null; then
 		--json="$T/nobody.json" >/dev/null 2>"$T/nerr"
 	[ "$(grep -c '^detach: error: cannot trace' "$T/nerr")" -eq 1 ] && grep -q 'NOTE: run detach check --measure as root' "$T/nerr" \
 		|| fail "as nobody: expected one error line and a NOTE, got: $(cat "$T/nerr")"
-	$PY - "$T/nobody.json" docs/schema/check.schema.json <<'PY' || fail "JSON as nobody"
-import json, sys, jsonschema
+	python3 tests/validate_json.py check "$T/nobody.json" || fail "JSON as nobody does not match its schema"
+	python3 - "$T/nobody.json" <<'PY' || fail "JSON as nobody"
+import json, sys
 d = json.load(open(sys.argv[1]))
-jsonschema.validate(d, json.load(open(sys.argv[2])))
 m = d["measure"][0]
 assert m["measured"] and not m["traced"] and m["trace_error"], m
 assert all(g["causes"] is None for g in m["gaps"]), "a gap attributed without a trace"

@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #define DT_API __attribute__((visibility("default")))
-#define LINUX_SLEEP_SLICE_NS 100000000ull
 
 struct dt_bell {
 	struct ipc_obj o;               /* first: the watcher's view */
@@ -118,13 +117,7 @@ DT_API int dt_bell_wait(struct dt_bell *b, uint64_t deadline_ns)
 			cpu_relax();
 			continue;
 		}
-		__atomic_fetch_add(&b->sh->wake_wanted, 1, __ATOMIC_SEQ_CST);
-		full_fence();
-		if (load_acquire(&b->sh->rings) == b->seen)
-			ipc_sleep(b->o.wake_fd, deadline_ns - now > LINUX_SLEEP_SLICE_NS ? now + LINUX_SLEEP_SLICE_NS
-											  : deadline_ns);
-		__atomic_fetch_sub(&b->sh->wake_wanted, 1, __ATOMIC_SEQ_CST);
-		ipc_drain(b->o.wake_fd);
+		ipc_sleep_while(b->o.wake_fd, &b->sh->wake_wanted, &b->sh->rings, b->seen, now, deadline_ns);
 	}
 }
 

@@ -22,7 +22,6 @@
 
 #define DT_API __attribute__((visibility("default")))
 #define CHAN_DEFAULT_RING (64u * 1024)
-#define LINUX_SLEEP_SLICE_NS 100000000ull   /* re-check at least every 100 ms */
 
 struct dt_chan {
 	struct ipc_obj o;               /* first: the watcher's view */
@@ -257,12 +256,8 @@ static long wait_more(struct dt_chan *c, uint64_t deadline)
 		cpu_relax();
 		return 0;
 	}
-	__atomic_fetch_add(&c->sh->wake_wanted, 1, __ATOMIC_SEQ_CST);
-	full_fence();
-	if (load_acquire(&c->sh->tail) == c->pos && load_relaxed(&c->sh->producer))
-		ipc_sleep(c->o.wake_fd, deadline - now > LINUX_SLEEP_SLICE_NS ? now + LINUX_SLEEP_SLICE_NS : deadline);
-	__atomic_fetch_sub(&c->sh->wake_wanted, 1, __ATOMIC_SEQ_CST);
-	ipc_drain(c->o.wake_fd);
+	/* the watcher writes the FIFO when the producer dies, too */
+	ipc_sleep_while(c->o.wake_fd, &c->sh->wake_wanted, &c->sh->tail, c->pos, now, deadline);
 	return 0;
 }
 

@@ -147,26 +147,6 @@ int ipc_unlink(const char *name, const char *suffix, bool with_wake)
 	return 0;
 }
 
-/* State and start time of pid from /proc/PID/stat; -errno if it is gone. */
-static int proc_stat(uint32_t pid, char *state, uint64_t *starttime)
-{
-	char path[64], buf[1024], *p;
-	unsigned long long st = 0;
-	int err;
-
-	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
-	if ((err = read_text_file(path, buf, sizeof(buf))))
-		return err;
-	if (!(p = strrchr(buf, ')')))
-		return -EINVAL;
-	/* after "pid (comm) ": state is field 3, starttime field 22 */
-	if (sscanf(p + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
-		   state, &st) != 2)
-		return -EINVAL;
-	*starttime = st;
-	return 0;
-}
-
 uint64_t ipc_self_role(void)
 {
 	static pid_t pid;
@@ -176,21 +156,11 @@ uint64_t ipc_self_role(void)
 	char state;
 
 	if (pid != now) {                        /* first call, or a fork child */
-		proc_stat((uint32_t)now, &state, &st);
+		ipc_proc_stat((uint32_t)now, &state, &st);
 		role = ipc_role_word((uint32_t)now, (uint32_t)st);
 		pid = now;
 	}
 	return role;
-}
-
-bool ipc_role_alive(uint64_t role)
-{
-	uint64_t st;
-	char state;
-
-	if (!ipc_role_pid(role) || proc_stat(ipc_role_pid(role), &state, &st))
-		return false;
-	return state != 'Z' && state != 'X' && (uint32_t)st == (uint32_t)(role >> 32);
 }
 
 int ipc_role_claim(uint64_t *word, uint64_t me)
@@ -228,17 +198,22 @@ void ipc_drain(int wake_fd)
 		;
 }
 
-void ipc_sleep(int wake_fd, uint64_t deadline)
+/* A Linux waiter: counted in *wake_wanted, it looks at *word once more
+ * (the seq_cst add and fence pair with the waker's fence: either the waker
+ * sees the count or we see the word move), then sleeps on the FIFO while
+ * the word still holds `seen`: until woken, the deadline, or 100 ms at
+ * most, so that a corrupted count delays a wake-up but never hangs us. */
+void ipc_sleep_while(int wake_fd, uint32_t *wake_wanted, const uint64_t *word, uint64_t seen, uint64_t now,
+		     uint64_t deadline)
 {
 	struct pollfd pfd = { .fd = wake_fd, .events = POLLIN };
-	struct timespec ts;
+	uint64_t ns = deadline - now < IPC_SLEEP_SLICE_NS ? deadline - now : IPC_SLEEP_SLICE_NS;
+	struct timespec ts = { (time_t)(ns / 1000000000u), (long)(ns % 1000000000u) };
 
-	if (deadline) {
-		uint64_t now = dt_now_ns();
-		if (now >= deadline)
-			return;
-		ts.tv_sec = (time_t)((deadline - now) / 1000000000u);
-		ts.tv_nsec = (long)((deadline - now) % 1000000000u);
-	}
-	ppoll(&pfd, 1, deadline ? &ts : NULL, NULL);
+	__atomic_fetch_add(wake_wanted, 1, __ATOMIC_SEQ_CST);
+	full_fence();
+	if (load_acquire(word) == seen)
+		ppoll(&pfd, 1, &ts, NULL);
+	__atomic_fetch_sub(wake_wanted, 1, __ATOMIC_SEQ_CST);
+	ipc_drain(wake_fd);
 }

@@ -63,16 +63,17 @@ int ipc_open_wake(const char *name, const char *suffix);
 int ipc_unlink(const char *name, const char *suffix, bool with_wake);
 void ipc_prefault(void *p, size_t bytes);
 uint64_t ipc_self_role(void);
-bool ipc_role_alive(uint64_t role);
 int ipc_role_claim(uint64_t *word, uint64_t me);
 void ipc_role_release(uint64_t *word, uint64_t me);
 /* Wakes Linux waiters: one byte into the FIFO (full is as good). */
 void ipc_wake(int wake_fd);
 /* Linux side: takes the bytes out of the FIFO. */
 void ipc_drain(int wake_fd);
-/* Linux side: sleeps on the FIFO until it is readable or until
- * dt_now_ns() >= deadline (0: no limit). */
-void ipc_sleep(int wake_fd, uint64_t deadline);
+/* Linux side: sleeps on the FIFO while *word == seen, at most until
+ * deadline (> now) and IPC_SLEEP_SLICE_NS. */
+#define IPC_SLEEP_SLICE_NS 100000000ull
+void ipc_sleep_while(int wake_fd, uint32_t *wake_wanted, const uint64_t *word, uint64_t seen, uint64_t now,
+		     uint64_t deadline);
 
 /* watcher.c */
 int watcher_add(struct ipc_obj *o);

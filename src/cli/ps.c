@@ -16,12 +16,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+int ps_channels(struct json *j);      /* ps_chan.c */
+
 static int usage(int status)
 {
 	fprintf(status ? stderr : stdout,
 		"usage: detach ps [--json]\n\n"
 		"Lists the detached threads of all running programs: pid, tid, CPU, mode,\n"
-		"proxy tid and wait, forwarded / local / emulated calls and traps.\n"
+		"proxy tid and wait, forwarded / local / emulated calls and traps; then the\n"
+		"channels (dt_chan_open) with their holders' pids (0: none) and counters.\n"
 		"  --json   one JSON document instead of the table\n");
 	return status;
 }
@@ -143,9 +146,12 @@ static int ps_main(int argc, char **argv)
 		closedir(d);
 	if (as_json) {
 		json_array_end(&j);
+		ps_channels(&j);
 		json_object_end(&j);
-	} else if (!rows) {
-		printf("(no detached threads)\n");
+	} else {
+		if (!rows)
+			printf("(no detached threads)\n");
+		ps_channels(NULL);
 	}
 	return 0;
 }

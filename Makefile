@@ -111,6 +111,11 @@ $(BUILD)/tests/api_%: tests/api_%.c $(RT_SO) $(LIBUTIL) include/detach/detach.h 
 	$(call msg,CC,$<)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIBUTIL) -L$(BUILD) -ldetach -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
+# bench/chan.c measures the channels of the public API, linked like an example.
+$(BUILD)/bench/chan: bench/chan.c $(RT_SO) $(LIBUTIL) include/detach/detach.h
+	$(call msg,CC,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIBUTIL) -L$(BUILD) -ldetach -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
 $(BUILD)/examples/%: examples/%.c $(RT_SO) include/detach/detach.h
 	$(call msg,CC,$<)
 	@mkdir -p $(dir $@)

@@ -44,7 +44,9 @@ def parse(argv):
     p.add_argument("--load", default="all", help="idle,build,io (default all)")
     p.add_argument("--config", default="all",
                    help="linux,linux-fifo,linux-fifo-isolated,detached,floor (default all)")
-    p.add_argument("--program", default="all", help="fwq,ctlloop (default all)")
+    p.add_argument("--program", default="all",
+                   help="fwq,ctlloop (default all), or chan alone: channels between a detached "
+                        "thread and Linux against a pipe, an eventfd and a cache line (docs/ipc.md)")
     p.add_argument("--samples", type=positive, help="samples per cell for both programs "
                    "(default 10000; --quick: fwq 300, ctlloop 1000)")
     p.add_argument("--repeat", type=positive, help="repetitions (default 2; --quick: 1)")
@@ -76,7 +78,8 @@ def parse(argv):
     a.cmdline = ["detach", "bench"] + argv
     a.loads = pick("load", a.load, L.LOADS)
     a.configs = pick("configuration", a.config, run.CONFIGS)
-    a.programs = pick("program", a.program, run.PROGRAMS)
+    a.programs = ["chan"] if a.program == "chan" else pick("program", a.program, run.PROGRAMS)
+    a.repeat_chan = a.repeat or (2 if a.quick else 5)
     a.samples_fwq = a.samples or (300 if a.quick else 10000)
     a.samples_ctl = a.samples or (1000 if a.quick else 10000)
     a.repeat = a.repeat or (1 if a.quick else 2)
@@ -156,6 +159,9 @@ def main(argv=None):
             return 0
         if a.check_loads is not None:
             return check_loads(a, root)
+        if a.programs == ["chan"]:
+            from . import chan
+            return chan.run(a)
         return run.Bench(a, root).run()
     except BenchError as e:
         err(str(e), e.note)

@@ -1,0 +1,382 @@
+/* chan: what a message costs between a detached thread and Linux, beside
+ * what it costs between two Linux threads on the same two CPUs (a pipe, an
+ * eventfd) and the floor, a bare cache line bounced between them.  Every
+ * configuration runs in every round, in rotated order, so drift and noise
+ * fall on all of them alike (docs/ipc.md, `detach bench --program chan`).
+ *
+ * Latency: a ping-pong of 64-byte messages, the near side on CPU -c (the
+ * detached thread where the configuration says so), the far side a Linux
+ * thread on -H.  Each sender stamps dt_now_ns() (the TSC) before sending,
+ * each receiver subtracts it after receiving: one-way near->far and
+ * far->near, and the round trip the near side sees.
+ *   cacheline   two plain threads, a store and a spin on each side
+ *   chan-poll   detached near side; the Linux side polls dt_chan_get (deadline 0)
+ *   chan-block  detached near side; the Linux side sleeps in dt_chan_get,
+ *               woken by the watcher
+ *   pipe        two plain threads, blocking pipes
+ *   eventfd     two plain threads, blocking eventfds
+ * Throughput: N messages of 64 bytes one way, the receiver spinning (chan)
+ * or blocking (pipe, eventfd): detached -> Linux and Linux -> detached. */
+#include "lib/bench.h"
+#include "lib/stats.h"
+
+#include <detach/detach.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#define MSG 64
+enum cfg { CACHELINE, CHAN_POLL, CHAN_BLOCK, PIPE, EVENTFD, NCFG };
+static const char *const cfg_name[NCFG] = { "cacheline", "chan-poll", "chan-block", "pipe", "eventfd" };
+enum dir { NEAR_TO_FAR, FAR_TO_NEAR, ROUND_TRIP, NDIR };
+static const char *const dir_name[NDIR] = { "detached_to_linux", "linux_to_detached", "round_trip" };
+enum tput { T_CHAN_D2L, T_CHAN_L2D, T_PIPE, T_EVENTFD, NTPUT };
+static const char *const tput_name[NTPUT] = { "chan detached->linux", "chan linux->detached",
+					      "pipe (linux->linux)", "eventfd (linux->linux)" };
+
+static struct {
+	int cpu, hk;
+	uint64_t samples, rounds, msgs;
+	const char *json;
+} o = { .cpu = -1, .hk = -1, .samples = 20000, .rounds = 5, .msgs = 2000000 };
+
+/* what the two sides share for one configuration */
+static struct link {
+	enum cfg cfg;
+	bool tput, far_sends;           /* throughput run, and which way */
+	uint64_t n;
+	struct dt_chan *down_p, *down_c, *up_p, *up_c;   /* near->far, far->near */
+	int pipe_down[2], pipe_up[2], ev_down, ev_up;
+	_Alignas(64) volatile uint64_t ping;
+	_Alignas(64) volatile uint64_t pong;
+	_Alignas(64) volatile uint64_t stamp_down;
+	_Alignas(64) volatile uint64_t stamp_up;
+	_Alignas(64) volatile int far_ready;
+	uint64_t *lat[NDIR];
+	uint64_t t_end;
+} L;
+
+static void send_down(uint64_t i, char *m)
+{
+	L.stamp_down = dt_now_ns();
+	switch (L.cfg) {
+	case CACHELINE: L.ping = i + 1; break;
+	case CHAN_POLL:
+	case CHAN_BLOCK: while (dt_chan_put(L.down_p, m, MSG) == -EAGAIN) cpu_relax(); break;
+	case PIPE: if (write(L.pipe_down[1], m, MSG) != MSG) abort(); break;
+	case EVENTFD: { uint64_t one = 1; if (write(L.ev_down, &one, 8) != 8) abort(); break; }
+	default: break;
+	}
+}
+
+static void recv_down(uint64_t i, char *m)
+{
+	switch (L.cfg) {
+	case CACHELINE: while (L.ping != i + 1) cpu_relax(); break;
+	case CHAN_POLL: while (dt_chan_get(L.down_c, m, MSG, 0) == -EAGAIN) cpu_relax(); break;
+	case CHAN_BLOCK: while (dt_chan_get(L.down_c, m, MSG, dt_now_ns() + 1000000000ull) < 0) ; break;
+	case PIPE: if (read(L.pipe_down[0], m, MSG) != MSG) abort(); break;
+	case EVENTFD: { uint64_t v; if (read(L.ev_down, &v, 8) != 8) abort(); break; }
+	default: break;
+	}
+}
+
+static void send_up(uint64_t i, char *m)
+{
+	L.stamp_up = dt_now_ns();
+	switch (L.cfg) {
+	case CACHELINE: L.pong = i + 1; break;
+	case CHAN_POLL:
+	case CHAN_BLOCK: while (dt_chan_put(L.up_p, m, MSG) == -EAGAIN) cpu_relax(); break;
+	case PIPE: if (write(L.pipe_up[1], m, MSG) != MSG) abort(); break;
+	case EVENTFD: { uint64_t one = 1; if (write(L.ev_up, &one, 8) != 8) abort(); break; }
+	default: break;
+	}
+}
+
+static void recv_up(uint64_t i, char *m)
+{
+	switch (L.cfg) {
+	case CACHELINE: while (L.pong != i + 1) cpu_relax(); break;
+	case CHAN_POLL:
+	case CHAN_BLOCK: while (dt_chan_get(L.up_c, m, MSG, 0) == -EAGAIN) cpu_relax(); break;
+	case PIPE: if (read(L.pipe_up[0], m, MSG) != MSG) abort(); break;
+	case EVENTFD: { uint64_t v; if (read(L.ev_up, &v, 8) != 8) abort(); break; }
+	default: break;
+	}
+}
+
+static void *far_side(void *arg)
+{
+	char m[MSG] = { 0 };
+
+	(void)arg;
+	bench_pin(o.hk);
+	L.far_ready = 1;
+	if (L.tput) {
+		for (uint64_t i = 0; i < L.n; i++) {
+			if (L.far_sends)
+				send_up(i, m);
+			else
+				recv_down(i, m);
+		}
+		L.t_end = dt_now_ns();
+		return NULL;
+	}
+	for (uint64_t i = 0; i < L.n; i++) {
+		recv_down(i, m);
+		L.lat[NEAR_TO_FAR][i] = dt_now_ns() - L.stamp_down;
+		send_up(i, m);
+	}
+	return NULL;
+}
+
+static void die(const char *what, int err)
+{
+	fprintf(stderr, "chan: error: %s: %s\n", what, strerror(err));
+	exit(1);
+}
+
+/* Sets the link up for cfg; the chan configurations get fresh channels. */
+static void link_open(enum cfg cfg)
+{
+	static int seq;
+	char down[64], up[64];
+	int err;
+
+	memset(&L, 0, offsetof(struct link, lat));
+	L.cfg = cfg;
+	if (cfg == CHAN_POLL || cfg == CHAN_BLOCK) {
+		snprintf(down, sizeof(down), "bench-down-%d-%d", (int)getpid(), seq);
+		snprintf(up, sizeof(up), "bench-up-%d-%d", (int)getpid(), seq++);
+		if ((err = dt_chan_open(down, DT_CHAN_CREATE | DT_CHAN_PRODUCER, 1 << 20, &L.down_p)) ||
+		    (err = dt_chan_open(down, DT_CHAN_CONSUMER, 0, &L.down_c)) ||
+		    (err = dt_chan_open(up, DT_CHAN_CREATE | DT_CHAN_PRODUCER, 1 << 20, &L.up_p)) ||
+		    (err = dt_chan_open(up, DT_CHAN_CONSUMER, 0, &L.up_c)))
+			die("dt_chan_open", -err);
+		dt_chan_unlink(down);            /* the open handles keep them */
+		dt_chan_unlink(up);
+	} else if (cfg == PIPE) {
+		if (pipe(L.pipe_down) || pipe(L.pipe_up))
+			die("pipe", errno);
+	} else if (cfg == EVENTFD) {
+		if ((L.ev_down = eventfd(0, 0)) < 0 || (L.ev_up = eventfd(0, 0)) < 0)
+			die("eventfd", errno);
+	}
+}
+
+static void link_close(void)
+{
+	if (L.down_p) {
+		dt_chan_close(L.down_p);
+		dt_chan_close(L.down_c);
+		dt_chan_close(L.up_p);
+		dt_chan_close(L.up_c);
+	}
+	if (L.cfg == PIPE)
+		for (int i = 0; i < 2; i++)
+			close(L.pipe_down[i]), close(L.pipe_up[i]);
+	if (L.cfg == EVENTFD)
+		close(L.ev_down), close(L.ev_up);
+}
+
+/* One run of cfg; the near side is this thread, detached for chan. */
+static uint64_t run_one(enum cfg cfg, bool tput, bool far_sends, uint64_t n, uint64_t *lat[NDIR])
+{
+	pthread_t far;
+	char m[MSG] = { 0 };
+	uint64_t t0, result = 0;
+	bool detached = cfg == CHAN_POLL || cfg == CHAN_BLOCK;
+	int err;
+
+	link_open(cfg);
+	L.tput = tput;
+	L.far_sends = far_sends;
+	L.n = n;
+	for (int d = 0; d < NDIR; d++)
+		L.lat[d] = lat ? lat[d] : NULL;
+	pthread_create(&far, NULL, far_side, NULL);
+	while (!L.far_ready)
+		cpu_relax();
+	if (detached && (err = dt_detach(o.cpu)))
+		die("dt_detach", -err);
+	if (!detached)
+		bench_pin(o.cpu);
+	t0 = dt_now_ns();
+	if (tput) {
+		for (uint64_t i = 0; !far_sends && i < n; i++)
+			send_down(i, m);
+		for (uint64_t i = 0; far_sends && i < n; i++)
+			recv_up(i, m);
+	} else {
+		for (uint64_t i = 0; i < n; i++) {
+			uint64_t a = dt_now_ns();
+			send_down(i, m);
+			recv_up(i, m);
+			uint64_t b = dt_now_ns();
+			lat[FAR_TO_NEAR][i] = b - L.stamp_up;
+			lat[ROUND_TRIP][i] = b - a;
+		}
+	}
+	uint64_t t_near = dt_now_ns();
+	if (detached)
+		dt_attach();
+	pthread_join(far, NULL);
+	if (tput) {
+		uint64_t end = far_sends ? t_near : L.t_end;
+		result = (uint64_t)((double)n * 1e9 / (double)(end - t0));
+	}
+	link_close();
+	return result;
+}
+
+static void usage(int st)
+{
+	fprintf(st ? stderr : stdout,
+		"usage: chan [-c CPU] [-H CPU] [-s SAMPLES] [-r ROUNDS] [-n MESSAGES] [-j FILE]\n"
+		"  -c CPU       the detached (near) side (default: the last online CPU)\n"
+		"  -H CPU       the Linux (far) side (default: the first other online CPU)\n"
+		"  -s SAMPLES   ping-pongs per configuration and round (default 20000)\n"
+		"  -r ROUNDS    rounds, every configuration in each (default 5)\n"
+		"  -n MESSAGES  messages per throughput run (default 2000000; pipe and eventfd a tenth)\n"
+		"  -j FILE      JSON results\n");
+	exit(st);
+}
+
+int main(int argc, char **argv)
+{
+	static uint64_t *all[NCFG][NDIR];
+	static uint64_t tputs[NTPUT][64];
+	struct run_header h;
+	int c;
+
+	run_header_init(&h, argc, argv);
+	while ((c = getopt(argc, argv, "c:H:s:r:n:j:h")) != -1) {
+		switch (c) {
+		case 'c': o.cpu = atoi(optarg); break;
+		case 'H': o.hk = atoi(optarg); break;
+		case 's': if (bench_parse_count(optarg, &o.samples) || !o.samples) usage(2); break;
+		case 'r': if (bench_parse_count(optarg, &o.rounds) || !o.rounds || o.rounds > 64) usage(2); break;
+		case 'n': if (bench_parse_count(optarg, &o.msgs) || o.msgs < 10) usage(2); break;
+		case 'j': o.json = optarg; break;
+		case 'h': usage(0); break;
+		default: usage(2);
+		}
+	}
+	if (optind < argc)
+		usage(2);
+	cpu_set_t online;
+	cpus_online(&online);
+	if (CPU_COUNT(&online) < 2) {
+		fprintf(stderr, "chan: error: needs 2 CPUs\n");
+		return 1;
+	}
+	if (o.cpu < 0)
+		o.cpu = cpuset_nth(&online, CPU_COUNT(&online) - 1);
+	for (int i = 0; o.hk < 0 && i < CPU_COUNT(&online); i++)
+		if (cpuset_nth(&online, i) != o.cpu)
+			o.hk = cpuset_nth(&online, i);
+	bench_mlock();
+	for (int k = 0; k < NCFG; k++)
+		for (int d = 0; d < NDIR; d++)
+			if (!(all[k][d] = calloc(o.samples * o.rounds, sizeof(uint64_t))))
+				die("calloc", ENOMEM);
+	for (uint64_t r = 0; r < o.rounds; r++) {
+		for (int i = 0; i < NCFG; i++) {
+			enum cfg k = (enum cfg)((i + r) % NCFG);
+			uint64_t *lat[NDIR];
+			for (int d = 0; d < NDIR; d++)
+				lat[d] = all[k][d] + r * o.samples;
+			run_one(k, false, false, o.samples, lat);
+		}
+		for (int i = 0; i < NTPUT; i++) {
+			int t = (int)((i + r) % NTPUT);
+			if (t == T_CHAN_D2L || t == T_CHAN_L2D)
+				tputs[t][r] = run_one(CHAN_POLL, true, t == T_CHAN_L2D, o.msgs, NULL);
+			else
+				tputs[t][r] = run_one(t == T_PIPE ? PIPE : EVENTFD, true, false, o.msgs / 10, NULL);
+		}
+		if (!o.json || strcmp(o.json, "-"))
+			fprintf(stderr, "chan: round %llu of %llu done\n", (unsigned long long)r + 1,
+				(unsigned long long)o.rounds);
+	}
+
+	FILE *f = o.json ? bench_open_out(o.json) : NULL;
+	struct json j;
+	size_t n = o.samples * o.rounds;
+	uint64_t floor_p50 = 0;
+	if (f) {
+		clock_gettime(CLOCK_REALTIME, &h.end);
+		json_init(&j, f);
+		json_object_begin(&j, NULL);
+		json_common_header(&j, &h, 0);
+		json_int(&j, "cpu", o.cpu);
+		json_int(&j, "housekeeping_cpu", o.hk);
+		json_uint(&j, "samples", o.samples);
+		json_uint(&j, "rounds", o.rounds);
+		json_uint(&j, "message_bytes", MSG);
+		json_object_begin(&j, "latency_ns");
+	}
+	printf("latency, ns (%llu ping-pongs x %llu rounds, %d-byte messages, near CPU %d, far CPU %d)\n",
+	       (unsigned long long)o.samples, (unsigned long long)o.rounds, MSG, o.cpu, o.hk);
+	printf("%-11s %-18s %8s %8s %8s %10s %8s\n", "config", "direction", "p50", "p99", "p99.9", "max", "p50/floor");
+	for (int k = 0; k < NCFG; k++) {
+		if (f)
+			json_object_begin(&j, cfg_name[k]);
+		for (int d = 0; d < NDIR; d++) {
+			uint64_t *v = all[k][d];
+			stats_sort_u64(v, n);
+			uint64_t p50 = stats_pct_sorted_u64(v, n, 50), p99 = stats_pct_sorted_u64(v, n, 99);
+			uint64_t p999 = stats_pct_sorted_u64(v, n, 99.9), max = v[n - 1];
+			if (k == CACHELINE && d == ROUND_TRIP)
+				floor_p50 = p50;
+			double ratio = d == ROUND_TRIP && floor_p50 ? (double)p50 / (double)floor_p50 : 0;
+			printf("%-11s %-18s %8llu %8llu %8llu %10llu", cfg_name[k], dir_name[d], (unsigned long long)p50,
+			       (unsigned long long)p99, (unsigned long long)p999, (unsigned long long)max);
+			printf(ratio ? " %8.2f\n" : "\n", ratio);
+			if (f) {
+				json_object_begin(&j, dir_name[d]);
+				json_uint(&j, "p50", p50);
+				json_uint(&j, "p99", p99);
+				json_uint(&j, "p99.9", p999);
+				json_uint(&j, "max", max);
+				if (ratio)
+					json_double(&j, "p50_over_floor", ratio);
+				json_object_end(&j);
+			}
+		}
+		if (f)
+			json_object_end(&j);
+	}
+	if (f) {
+		json_object_end(&j);
+		json_object_begin(&j, "throughput_msgs_per_s");
+	}
+	printf("\nthroughput, messages/s of %d bytes (median, min, max of %llu rounds)\n", MSG,
+	       (unsigned long long)o.rounds);
+	for (int t = 0; t < NTPUT; t++) {
+		stats_sort_u64(tputs[t], o.rounds);
+		uint64_t med = stats_pct_sorted_u64(tputs[t], o.rounds, 50);
+		printf("%-24s %12llu %12llu %12llu\n", tput_name[t], (unsigned long long)med,
+		       (unsigned long long)tputs[t][0], (unsigned long long)tputs[t][o.rounds - 1]);
+		if (f) {
+			json_object_begin(&j, tput_name[t]);
+			json_uint(&j, "median", med);
+			json_uint(&j, "min", tputs[t][0]);
+			json_uint(&j, "max", tputs[t][o.rounds - 1]);
+			json_object_end(&j);
+		}
+	}
+	if (f) {
+		json_object_end(&j);
+		json_object_end(&j);
+		fputc('\n', f);
+		if (f != stdout)
+			fclose(f);
+	}
+	return 0;
+}

@@ -44,68 +44,59 @@ static struct {
 	const char *json;
 } o = { .cpu = -1, .hk = -1, .samples = 20000, .rounds = 5, .msgs = 2000000 };
 
+/* One direction of a link: down is near -> far, up is far -> near. */
+enum way { DOWN, UP };
+struct way_state {
+	struct dt_chan *p, *c;
+	int pipe[2], ev;
+	bool block;                     /* the receiver sleeps in dt_chan_get (chan-block, down) */
+	_Alignas(64) volatile uint64_t line;    /* cacheline: the sequence number */
+	_Alignas(64) volatile uint64_t stamp;   /* dt_now_ns() at the send */
+};
+
 /* what the two sides share for one configuration */
 static struct link {
 	enum cfg cfg;
 	bool tput, far_sends;           /* throughput run, and which way */
 	uint64_t n;
-	struct dt_chan *down_p, *down_c, *up_p, *up_c;   /* near->far, far->near */
-	int pipe_down[2], pipe_up[2], ev_down, ev_up;
-	_Alignas(64) volatile uint64_t ping;
-	_Alignas(64) volatile uint64_t pong;
-	_Alignas(64) volatile uint64_t stamp_down;
-	_Alignas(64) volatile uint64_t stamp_up;
 	_Alignas(64) volatile int far_ready;
-	uint64_t *lat[NDIR];
 	uint64_t t_end;
+	struct way_state w[2];
+	uint64_t *lat[NDIR];
 } L;
 
-static void send_down(uint64_t i, char *m)
+static void way_send(enum way d, uint64_t i, char *m)
 {
-	L.stamp_down = dt_now_ns();
+	struct way_state *w = &L.w[d];
+	uint64_t one = 1;
+
+	w->stamp = dt_now_ns();
 	switch (L.cfg) {
-	case CACHELINE: L.ping = i + 1; break;
+	case CACHELINE: w->line = i + 1; break;
 	case CHAN_POLL:
-	case CHAN_BLOCK: while (dt_chan_put(L.down_p, m, MSG) == -EAGAIN) cpu_relax(); break;
-	case PIPE: if (write(L.pipe_down[1], m, MSG) != MSG) abort(); break;
-	case EVENTFD: { uint64_t one = 1; if (write(L.ev_down, &one, 8) != 8) abort(); break; }
+	case CHAN_BLOCK: while (dt_chan_put(w->p, m, MSG) == -EAGAIN) cpu_relax(); break;
+	case PIPE: if (write(w->pipe[1], m, MSG) != MSG) abort(); break;
+	case EVENTFD: if (write(w->ev, &one, 8) != 8) abort(); break;
 	default: break;
 	}
 }
 
-static void recv_down(uint64_t i, char *m)
+static void way_recv(enum way d, uint64_t i, char *m)
 {
-	switch (L.cfg) {
-	case CACHELINE: while (L.ping != i + 1) cpu_relax(); break;
-	case CHAN_POLL: while (dt_chan_get(L.down_c, m, MSG, 0) == -EAGAIN) cpu_relax(); break;
-	case CHAN_BLOCK: while (dt_chan_get(L.down_c, m, MSG, dt_now_ns() + 1000000000ull) < 0) ; break;
-	case PIPE: if (read(L.pipe_down[0], m, MSG) != MSG) abort(); break;
-	case EVENTFD: { uint64_t v; if (read(L.ev_down, &v, 8) != 8) abort(); break; }
-	default: break;
-	}
-}
+	struct way_state *w = &L.w[d];
+	uint64_t v;
 
-static void send_up(uint64_t i, char *m)
-{
-	L.stamp_up = dt_now_ns();
 	switch (L.cfg) {
-	case CACHELINE: L.pong = i + 1; break;
+	case CACHELINE: while (w->line != i + 1) cpu_relax(); break;
 	case CHAN_POLL:
-	case CHAN_BLOCK: while (dt_chan_put(L.up_p, m, MSG) == -EAGAIN) cpu_relax(); break;
-	case PIPE: if (write(L.pipe_up[1], m, MSG) != MSG) abort(); break;
-	case EVENTFD: { uint64_t one = 1; if (write(L.ev_up, &one, 8) != 8) abort(); break; }
-	default: break;
-	}
-}
-
-static void recv_up(uint64_t i, char *m)
-{
-	switch (L.cfg) {
-	case CACHELINE: while (L.pong != i + 1) cpu_relax(); break;
-	case CHAN_POLL:
-	case CHAN_BLOCK: while (dt_chan_get(L.up_c, m, MSG, 0) == -EAGAIN) cpu_relax(); break;
-	case PIPE: if (read(L.pipe_up[0], m, MSG) != MSG) abort(); break;
-	case EVENTFD: { uint64_t v; if (read(L.ev_up, &v, 8) != 8) abort(); break; }
+	case CHAN_BLOCK:
+		if (w->block)
+			while (dt_chan_get(w->c, m, MSG, dt_now_ns() + 1000000000ull) < 0) ;
+		else
+			while (dt_chan_get(w->c, m, MSG, 0) == -EAGAIN) cpu_relax();
+		break;
+	case PIPE: if (read(w->pipe[0], m, MSG) != MSG) abort(); break;
+	case EVENTFD: if (read(w->ev, &v, 8) != 8) abort(); break;
 	default: break;
 	}
 }
@@ -120,17 +111,17 @@ static void *far_side(void *arg)
 	if (L.tput) {
 		for (uint64_t i = 0; i < L.n; i++) {
 			if (L.far_sends)
-				send_up(i, m);
+				way_send(UP, i, m);
 			else
-				recv_down(i, m);
+				way_recv(DOWN, i, m);
 		}
 		L.t_end = dt_now_ns();
 		return NULL;
 	}
 	for (uint64_t i = 0; i < L.n; i++) {
-		recv_down(i, m);
-		L.lat[NEAR_TO_FAR][i] = dt_now_ns() - L.stamp_down;
-		send_up(i, m);
+		way_recv(DOWN, i, m);
+		L.lat[NEAR_TO_FAR][i] = dt_now_ns() - L.w[DOWN].stamp;
+		way_send(UP, i, m);
 	}
 	return NULL;
 }
@@ -145,43 +136,39 @@ static void die(const char *what, int err)
 static void link_open(enum cfg cfg)
 {
 	static int seq;
-	char down[64], up[64];
+	char name[64];
 	int err;
 
 	memset(&L, 0, offsetof(struct link, lat));
 	L.cfg = cfg;
-	if (cfg == CHAN_POLL || cfg == CHAN_BLOCK) {
-		snprintf(down, sizeof(down), "bench-down-%d-%d", (int)getpid(), seq);
-		snprintf(up, sizeof(up), "bench-up-%d-%d", (int)getpid(), seq++);
-		if ((err = dt_chan_open(down, DT_CHAN_CREATE | DT_CHAN_PRODUCER, 1 << 20, &L.down_p)) ||
-		    (err = dt_chan_open(down, DT_CHAN_CONSUMER, 0, &L.down_c)) ||
-		    (err = dt_chan_open(up, DT_CHAN_CREATE | DT_CHAN_PRODUCER, 1 << 20, &L.up_p)) ||
-		    (err = dt_chan_open(up, DT_CHAN_CONSUMER, 0, &L.up_c)))
-			die("dt_chan_open", -err);
-		dt_chan_unlink(down);            /* the open handles keep them */
-		dt_chan_unlink(up);
-	} else if (cfg == PIPE) {
-		if (pipe(L.pipe_down) || pipe(L.pipe_up))
+	L.w[DOWN].block = cfg == CHAN_BLOCK;
+	for (int d = DOWN; d <= UP; d++) {
+		struct way_state *w = &L.w[d];
+		if (cfg == CHAN_POLL || cfg == CHAN_BLOCK) {
+			snprintf(name, sizeof(name), "bench-%d-%d", (int)getpid(), seq++);
+			if ((err = dt_chan_open(name, DT_CHAN_CREATE | DT_CHAN_PRODUCER, 1 << 20, &w->p)) ||
+			    (err = dt_chan_open(name, DT_CHAN_CONSUMER, 0, &w->c)))
+				die("dt_chan_open", -err);
+			dt_chan_unlink(name);    /* the open handles keep it */
+		} else if (cfg == PIPE && pipe(w->pipe)) {
 			die("pipe", errno);
-	} else if (cfg == EVENTFD) {
-		if ((L.ev_down = eventfd(0, 0)) < 0 || (L.ev_up = eventfd(0, 0)) < 0)
+		} else if (cfg == EVENTFD && (w->ev = eventfd(0, 0)) < 0) {
 			die("eventfd", errno);
+		}
 	}
 }
 
 static void link_close(void)
 {
-	if (L.down_p) {
-		dt_chan_close(L.down_p);
-		dt_chan_close(L.down_c);
-		dt_chan_close(L.up_p);
-		dt_chan_close(L.up_c);
+	for (int d = DOWN; d <= UP; d++) {
+		struct way_state *w = &L.w[d];
+		if (w->p)
+			dt_chan_close(w->p), dt_chan_close(w->c);
+		if (L.cfg == PIPE)
+			close(w->pipe[0]), close(w->pipe[1]);
+		if (L.cfg == EVENTFD)
+			close(w->ev);
 	}
-	if (L.cfg == PIPE)
-		for (int i = 0; i < 2; i++)
-			close(L.pipe_down[i]), close(L.pipe_up[i]);
-	if (L.cfg == EVENTFD)
-		close(L.ev_down), close(L.ev_up);
 }
 
 /* One run of cfg; the near side is this thread, detached for chan. */
@@ -208,17 +195,19 @@ static uint64_t run_one(enum cfg cfg, bool tput, bool far_sends, uint64_t n, uin
 		bench_pin(o.cpu);
 	t0 = dt_now_ns();
 	if (tput) {
-		for (uint64_t i = 0; !far_sends && i < n; i++)
-			send_down(i, m);
-		for (uint64_t i = 0; far_sends && i < n; i++)
-			recv_up(i, m);
+		for (uint64_t i = 0; i < n; i++) {
+			if (far_sends)
+				way_recv(UP, i, m);
+			else
+				way_send(DOWN, i, m);
+		}
 	} else {
 		for (uint64_t i = 0; i < n; i++) {
 			uint64_t a = dt_now_ns();
-			send_down(i, m);
-			recv_up(i, m);
+			way_send(DOWN, i, m);
+			way_recv(UP, i, m);
 			uint64_t b = dt_now_ns();
-			lat[FAR_TO_NEAR][i] = b - L.stamp_up;
+			lat[FAR_TO_NEAR][i] = b - L.w[UP].stamp;
 			lat[ROUND_TRIP][i] = b - a;
 		}
 	}

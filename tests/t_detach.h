@@ -155,8 +155,8 @@ static inline long long t_task_stat_field(pid_t tid, int n)
 	return p ? strtoll(p, NULL, 10) : -1;
 }
 
-/* The proxy: the thread of this process named "detach-proxy" (0: none). */
-static inline pid_t t_find_proxy(void)
+/* The thread of this process whose name starts with prefix (0: none). */
+static inline pid_t t_find_thread(const char *prefix)
 {
 	DIR *d = opendir("/proc/self/task");
 	struct dirent *e;
@@ -165,12 +165,18 @@ static inline pid_t t_find_proxy(void)
 	while (d && (e = readdir(d))) {
 		char comm[64];
 		pid_t tid = atoi(e->d_name);
-		if (tid > 0 && !t_task_file(tid, "comm", comm, sizeof(comm)) && !strncmp(comm, "detach-proxy", 12))
+		if (tid > 0 && !t_task_file(tid, "comm", comm, sizeof(comm)) && !strncmp(comm, prefix, strlen(prefix)))
 			found = tid;
 	}
 	if (d)
 		closedir(d);
 	return found;
+}
+
+/* The proxy: the thread of this process named "detach-proxy" (0: none). */
+static inline pid_t t_find_proxy(void)
+{
+	return t_find_thread("detach-proxy");
 }
 
 /* The detached thread's tid as the kernel knows it: the thread of this

@@ -4,7 +4,8 @@
  * taken over from a dead one, put without a consumer (-EPIPE), into a full
  * ring (-EAGAIN, nothing written), too large (-EMSGSIZE), get of an empty
  * channel (-EAGAIN, -ETIMEDOUT), into a short buffer (-EMSGSIZE, the
- * message stays), without a producer (-EPIPE); the files live in
+ * message stays), without a producer (-EPIPE); a byte stream's
+ * all-or-nothing puts and partial gets; the files live in
  * /dev/shm/detach/ipc/ and unlink removes them.  Linked into a plain
  * program the library is inert until a channel is opened: one thread, no
  * SIGSYS handler; the first open adds the watcher thread, nothing else. */
@@ -136,6 +137,35 @@ static void roles(void)
 	t_check(access(path, F_OK) != 0, "%s outlived unlink", path);
 }
 
+/* DT_CHAN_STREAM: bytes, RT-FIFO style: a put is all or nothing, a get
+ * takes what is there up to len, across puts. */
+static void stream(void)
+{
+	struct dt_chan *p, *c;
+	char buf[8192];
+	char sname[80];
+
+	snprintf(sname, sizeof(sname), "%s-stream", name);
+	t_check(dt_chan_open(sname, DT_CHAN_CREATE | DT_CHAN_PRODUCER | DT_CHAN_STREAM, 4096, &p) == 0, "stream");
+	EXPECT_ERR(dt_chan_open(sname, DT_CHAN_CONSUMER, 0, &c), -EINVAL);          /* not a message channel */
+	t_check(dt_chan_open(sname, DT_CHAN_CONSUMER | DT_CHAN_STREAM, 0, &c) == 0, "stream consumer");
+	EXPECT_ERR(dt_chan_put(p, "0123456789", 10), 0);
+	EXPECT_ERR(dt_chan_put(p, "abcde", 5), 0);
+	EXPECT_ERR(dt_chan_get(c, buf, 4, 0), 4);
+	t_check(!memcmp(buf, "0123", 4), "first bytes");
+	EXPECT_ERR(dt_chan_get(c, buf, sizeof(buf), 0), 11);
+	t_check(!memcmp(buf, "456789abcde", 11), "the rest, across two puts");
+	EXPECT_ERR(dt_chan_put(p, buf, 4097), -EMSGSIZE);
+	memset(buf, 'x', sizeof(buf));
+	EXPECT_ERR(dt_chan_put(p, buf, 4000), 0);
+	EXPECT_ERR(dt_chan_put(p, buf, 97), -EAGAIN);                                /* all or nothing */
+	EXPECT_ERR(dt_chan_put(p, buf, 96), 0);
+	EXPECT_ERR(dt_chan_get(c, buf, sizeof(buf), 0), 4096);
+	dt_chan_close(p);
+	dt_chan_close(c);
+	EXPECT_ERR(dt_chan_unlink(sname), 0);
+}
+
 static void permission(void)
 {
 	struct dt_chan *c;
@@ -222,6 +252,7 @@ int main(void)
 	dt_chan_unlink(name);
 	names_and_flags();
 	roles();
+	stream();
 	permission();
 	bells_and_regions();
 	return t_done();

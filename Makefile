@@ -136,17 +136,26 @@ bench: deps all
 	$(Q)$(CLI) bench
 
 # The whole tool (docs/install.md); uninstall removes what install recorded.
+# `programs` is what it ships: no tests, no examples.
 INSTALL_VARS = DESTDIR='$(DESTDIR)' PREFIX='$(PREFIX)' VERSION='$(VERSION)' \
-               SOVERSION='$(SOVERSION)' BUILD='$(BUILD)' NO_MANIFEST='$(NO_MANIFEST)'
-install: all
+               SOVERSION='$(SOVERSION)' BUILD='$(BUILD)' NO_MANIFEST='$(NO_MANIFEST)' \
+               SYSTEMD_UNIT_DIR='$(SYSTEMD_UNIT_DIR)'
+programs: $(CLI) $(RT_SO) $(BENCH)
+
+install: programs
 	$(Q)$(INSTALL_VARS) tools/install-tree.sh install
 
 uninstall:
 	$(Q)$(INSTALL_VARS) tools/install-tree.sh uninstall
 
+# A Debian package, built from a copy of this tree in build/deb and checked
+# with lintian: build/deb/detach_$(VERSION)_amd64.deb.
+deb:
+	$(Q)VERSION='$(VERSION)' tools/make-deb.sh
+
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: all deps test compat bench install uninstall clean
+.PHONY: all deps test compat bench programs install uninstall deb clean
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -105,6 +105,10 @@ do_install() {
 
 	for f in docs/schema/*.schema.json; do put 644 "$f" "$datadir/schema/$(basename "$f")"; done
 
+	put 644 dist/bash-completion/detach "$compdir/detach"
+	subst 644 dist/systemd/detach-isolate@.service "$unitdir/detach-isolate@.service"
+	subst 644 dist/systemd/detach-app.service.example "$docdir/examples/detach-app.service"
+
 	put 644 README.md "$docdir/README.md"
 	for f in docs/*.md; do put 644 "$f" "$docdir/$(basename "$f")"; done
 

@@ -53,6 +53,10 @@ pid=$!
 for i in $(seq 50); do [ -e /dev/shm/detach/$pid ] && break; sleep 0.1; done
 got=$(PATH=$BIN:$PATH bash --norc -c '. "$0"; _detach_pids' "$COMP")
 grep -qx "$pid" <<<"$got" || t_fail "detached pid $pid not among: $(echo $got)"
+if "$DETACH" --help | grep -q '^  pid '; then
+	want "detach pid --attach: detached PIDs" "$pid" detach pid --attach ""
+	want "detach pid: any PID" 1 detach pid ""
+fi
 kill $pid; wait $pid 2>/dev/null
 echo "ok: PIDs of detached programs"
 t_done

@@ -54,7 +54,13 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 CLI      := $(BUILD)/detach
 
 # --- benchmarks, tests, examples: one program per .c file ---------------------
-BENCH    := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
+BENCH    := $(patsubst bench/%.c,$(BUILD)/bench/%,$(filter-out bench/fwq_mpi.c,$(wildcard bench/*.c)))
+# fwq_mpi is an MPI program: built with Open MPI's mpicc when it is there
+# (tools/install-deps.sh installs it), left out otherwise.
+MPICC    ?= $(shell command -v mpicc.openmpi 2>/dev/null)
+ifneq ($(MPICC),)
+BENCH    += $(BUILD)/bench/fwq_mpi
+endif
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/*.c))
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
@@ -100,6 +106,10 @@ $(BUILD)/bench/%: bench/%.c $(LIBUTIL)
 	$(call msg,CC,$<)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIBUTIL) $(TRACE_LIBS) $(LDLIBS)
+$(BUILD)/bench/fwq_mpi: bench/fwq_mpi.c $(LIBUTIL)
+	$(call msg,MPICC,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(MPICC) $(CFLAGS) -o $@ $< $(LIBUTIL) $(LDLIBS)
 $(BUILD)/tests/%: tests/%.c $(LIBUTIL) $(wildcard tests/*.h)
 	$(call msg,CC,$<)
 	@mkdir -p $(dir $@)

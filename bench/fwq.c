@@ -45,42 +45,6 @@ static int usage(int status)
 	exit(status);
 }
 
-/* The work: a dependent multiply-add chain the compiler can neither
- * vectorise nor remove (the empty asm makes x opaque); it runs from
- * registers, as LLNL's loop does. */
-static __attribute__((noinline)) uint64_t work(uint64_t loops)
-{
-	uint64_t x = 1;
-
-	for (uint64_t i = 0; i < loops; i++) {
-		x = x * 6364136223846793005ull + 1442695040888963407ull;
-		__asm__ volatile("" : "+r"(x));
-	}
-	return x;
-}
-
-static uint64_t time_work(uint64_t loops)
-{
-	uint64_t t0 = rdtscp();
-	work(loops);
-	return rdtscp() - t0;
-}
-
-/* Loop count for about quantum cycles: the fastest of a few trial runs,
- * since the fastest is the one nothing disturbed. */
-static uint64_t calibrate_loops(uint64_t quantum)
-{
-	uint64_t trial = 100000, best = UINT64_MAX, loops;
-
-	for (int i = 0; i < 30; i++) {
-		uint64_t t = time_work(trial);
-		if (t < best)
-			best = t;
-	}
-	loops = (uint64_t)((double)quantum * (double)trial / (double)best);
-	return loops ? loops : 1;
-}
-
 static void parse(int argc, char **argv, struct fwq_opts *o)
 {
 	static const struct option lo[] = {
@@ -141,14 +105,14 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (!o.loops)
-		o.loops = calibrate_loops(o.quantum);
+		o.loops = bench_calibrate_loops(o.quantum);
 
 	for (uint64_t i = 0; i < o.warmup; i++)
-		time_work(o.loops);
+		bench_time_work(o.loops);
 	for (uint64_t i = 0; i < o.samples; i++) {
 		if (at)
 			at[i] = rdtsc();
-		s[i] = time_work(o.loops);
+		s[i] = bench_time_work(o.loops);
 	}
 	clock_gettime(CLOCK_REALTIME, &h.end);
 	if (at) {

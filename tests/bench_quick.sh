@@ -34,8 +34,10 @@ for k in ("cmdline", "version", "start_time", "end_time", "kernel", "cpu_model",
     if k not in d: bad.append(f"results.json: no {k}")
 cells = {(c["load"], c["program"], c["config"]): c for c in d["cells"]}
 for l in ("idle", "build", "io"):
-    for p in ("fwq", "ctlloop"):
+    for p in ("fwq", "ctlloop", "fwq-mpi"):
         for c in ("linux", "linux-fifo", "linux-fifo-isolated", "detached", "floor"):
+            if p == "fwq-mpi" and c == "linux-fifo-isolated":
+                continue          # not a configuration of fwq-mpi
             x = cells.get((l, p, c))
             if not x: bad.append(f"no cell {l} {p} {c}"); continue
             if c == "detached" and x["status"] == "unavailable":
@@ -57,7 +59,7 @@ for k in ("rt_throttling", "preemption", "partition", "detached", "measured_cpu"
 md = open(f"{r}/summary.md").read()
 for needle in ("Table 1", "Table 2", "434000 (10.2%)", "862000 (+14,7% / -14.1%)",
                "linux-fifo/detached", "detached/floor", "sched_rt_runtime_us", "preemption model",
-               "Whose stalls", "Whose maxima"):
+               "Whose stalls", "Whose maxima", "fwq-mpi: noise as a 2-rank MPI job"):
     if needle not in md: bad.append(f"summary.md lacks {needle!r}")
 pngs = [f for f in os.listdir(f"{r}/plots") if f.endswith(".png")]
 for l in ("idle", "build", "io"):

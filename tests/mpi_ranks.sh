@@ -6,6 +6,7 @@
 # there (the kernel's last CPU), its writes are the proxy's (syscw), MPI's
 # own threads and the other rank stay off CPU 1; too many ranks is one error
 # naming the numbers; `mpirun -np 1 detach run -- app` works unaided.
+# bench/fwq_mpi: its JSON agrees with its raw samples, bad input is refused.
 # Timeout: 240
 . "$(dirname "$0")/lib.sh"
 t_need_cpus 2
@@ -97,4 +98,29 @@ for impl in openmpi mpich; do
 	[ "$(awk '$1=="syscw"{print $2}' "$f")" = 0 ] && [ "$(awk '$1=="proxy_syscw"{print $2}' "$f")" -ge 1000 ] ||
 		t_fail "$impl: -np 1: the rank's calls were not forwarded"
 done
+
+# fwq_mpi (detach bench --program fwq-mpi): statistics recomputed from the raw samples
+fwq_mpi=$BUILD/bench/fwq_mpi
+if [ -x "$fwq_mpi" ]; then
+	mpirun.openmpi --oversubscribe -np 2 "$fwq_mpi" --samples 200 --loops 20000 --json "$T_TMP/fm.json" --quiet ||
+		t_fail "fwq_mpi did not run"
+	python3 - "$T_TMP/fm.json" <<'PY' || t_fail "fwq_mpi's JSON disagrees with its samples"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["program"] == "fwq-mpi" and d["params"]["ranks"] == 2 and len(d["ranks"]) == 2
+for r in d["ranks"]:
+    s, c = r["samples"], r["completion"]
+    assert len(s) == 200 and r["stats"]["min"] == min(s) and r["stats"]["delta_max"] == max(s) - min(s)
+    assert c[0] == 0 and all(b > a for a, b in zip(c, c[1:])), "completions not increasing"
+c0 = d["ranks"][0]["completion"]
+assert d["samples"][1:] == [b - a for a, b in zip(c0, c0[1:])], "iterations are not rank 0's completion deltas"
+assert d["stats"]["min"] == min(d["samples"]) == d["job"]["ideal"]
+assert d["job"]["slowdown_mean"] >= 1.0
+print(f"fwq_mpi: ideal iteration {d['job']['ideal']} cycles, slowdown {d['job']['slowdown_mean']:.3f}")
+PY
+	mpirun.openmpi --oversubscribe -np 1 "$fwq_mpi" --collective nope >/dev/null 2>&1
+	[ $? -ne 0 ] || t_fail "fwq_mpi accepted --collective nope"
+else
+	t_fail "$fwq_mpi was not built though Open MPI's mpicc is there"
+fi
 t_done

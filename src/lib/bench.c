@@ -38,23 +38,74 @@ static const char *policy_name(int p)
 	}
 }
 
-void bench_json_self(struct json *j)
+void bench_self_read(struct bench_self *me)
 {
 	struct sched_param sp = { 0 };
 	cpu_set_t set;
-	char buf[256] = "";
-	int pol = sched_getscheduler(0);
 
+	memset(me, 0, sizeof(*me));
+	me->pid = getpid();
+	snprintf(me->policy, sizeof(me->policy), "%s", policy_name(sched_getscheduler(0)));
 	sched_getparam(0, &sp);
+	me->priority = sp.sched_priority;
 	if (sched_getaffinity(0, sizeof(set), &set) == 0)
-		cpulist_format(&set, buf, sizeof(buf));
-	json_object_begin(j, "self");
-	json_int(j, "pid", getpid());
-	json_str(j, "policy", policy_name(pol));
-	json_int(j, "priority", sp.sched_priority);
-	json_str(j, "cpus_allowed", buf);
-	json_int(j, "cpu_at_end", sched_getcpu());
+		cpulist_format(&set, me->cpus_allowed, sizeof(me->cpus_allowed));
+	me->cpu_at_end = sched_getcpu();
+}
+
+void bench_json_self_of(struct json *j, const char *key, const struct bench_self *me)
+{
+	json_object_begin(j, key);
+	json_int(j, "pid", me->pid);
+	json_str(j, "policy", me->policy);
+	json_int(j, "priority", me->priority);
+	json_str(j, "cpus_allowed", me->cpus_allowed);
+	json_int(j, "cpu_at_end", me->cpu_at_end);
 	json_object_end(j);
+}
+
+void bench_json_self(struct json *j)
+{
+	struct bench_self me;
+
+	bench_self_read(&me);
+	bench_json_self_of(j, "self", &me);
+}
+
+/* The work: a dependent multiply-add chain the compiler can neither
+ * vectorise nor remove (the empty asm makes x opaque); it runs from
+ * registers, as LLNL's loop does. */
+__attribute__((noinline)) uint64_t bench_work(uint64_t loops)
+{
+	uint64_t x = 1;
+
+	for (uint64_t i = 0; i < loops; i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		__asm__ volatile("" : "+r"(x));
+	}
+	return x;
+}
+
+uint64_t bench_time_work(uint64_t loops)
+{
+	uint64_t t0 = rdtscp();
+	bench_work(loops);
+	return rdtscp() - t0;
+}
+
+/* The fastest of a few trial runs, since the fastest is the one nothing
+ * disturbed. */
+uint64_t bench_calibrate_loops(uint64_t quantum)
+{
+	uint64_t trial = 100000, best = UINT64_MAX, loops;
+
+	for (int i = 0; i < 30; i++) {
+		uint64_t t = bench_time_work(trial);
+		if (t < best)
+			best = t;
+	}
+	loops = (uint64_t)((double)quantum * (double)trial / (double)best);
+	return loops ? loops : 1;
 }
 
 int bench_parse_count(const char *s, uint64_t *v)

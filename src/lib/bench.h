@@ -15,6 +15,17 @@ int bench_mlock(void);
  * open object: what the program really ran with, so that the orchestration
  * can check that a configuration (chrt, taskset, detach run) took effect. */
 void bench_json_self(struct json *j);
+/* The same, read into a struct (to send elsewhere, as fwq_mpi's ranks do)
+ * and written under key. */
+struct bench_self { int pid; char policy[16]; int priority; char cpus_allowed[128]; int cpu_at_end; };
+void bench_self_read(struct bench_self *me);
+void bench_json_self_of(struct json *j, const char *key, const struct bench_self *me);
+/* FWQ's fixed work: loops of a dependent multiply-add chain, from
+ * registers; bench_time_work() times one quantum in TSC cycles;
+ * bench_calibrate_loops() gives the loop count for about quantum cycles. */
+uint64_t bench_work(uint64_t loops);
+uint64_t bench_time_work(uint64_t loops);
+uint64_t bench_calibrate_loops(uint64_t quantum);
 /* Parses a non-negative integer with an optional k/M suffix (10k = 10000). */
 int bench_parse_count(const char *s, uint64_t *v);
 /* Opens path for writing ("-" is stdout); NULL with errno on failure. */

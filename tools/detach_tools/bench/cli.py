@@ -38,14 +38,14 @@ def positive(s):
 def parse(argv):
     p = argparse.ArgumentParser(
         prog="detach bench",
-        description="Runs fwq and ctlloop under idle, build and io load in the configurations "
+        description="Runs fwq, ctlloop and fwq-mpi under idle, build and io load in the configurations "
                     "linux, linux-fifo, linux-fifo-isolated, detached and floor; writes "
                     "results.json, summary.md (the paper's two tables beside ours) and plots.")
     p.add_argument("--load", default="all", help="idle,build,io (default all)")
     p.add_argument("--config", default="all",
                    help="linux,linux-fifo,linux-fifo-isolated,detached,floor (default all)")
     p.add_argument("--program", default="all",
-                   help="fwq,ctlloop (default all), or chan alone: channels between a detached "
+                   help="fwq,ctlloop,fwq-mpi (default all; fwq-mpi: 2 MPI ranks, docs/mpi.md), or chan alone: channels between a detached "
                         "thread and Linux against a pipe, an eventfd and a cache line (docs/ipc.md)")
     p.add_argument("--samples", type=positive, help="samples per cell for both programs "
                    "(default 10000; --quick: fwq 300, ctlloop 1000)")

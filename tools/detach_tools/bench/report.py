@@ -2,7 +2,7 @@
 statistic comes from the measurement programs' own "stats")."""
 import os
 
-from . import trace
+from . import mpi, trace
 
 # The paper's published figures, copied exactly from the OSPERT 2016 slides
 # (seed 000): table "FWQ Numbers" (deltas to minimum in CPU cycles; Linux-4.6
@@ -21,7 +21,7 @@ PAPER_CTL = {
 }
 LOAD_TITLE = {"idle": "Idle", "build": "Build Load", "io": "I/O Load"}
 CONFIGS = ("linux", "linux-fifo", "linux-fifo-isolated", "detached", "floor")
-METRIC = {"fwq": "delta_max", "ctlloop": "p2p"}
+METRIC = {"fwq": "delta_max", "ctlloop": "p2p", "fwq-mpi": "delta_max"}
 
 # Targets the project is judged by (issue 5).
 TARGET_FLOOR = 1.5       # detached/floor, both programs, every load
@@ -205,6 +205,8 @@ def summary(doc):
                       f"{steal_pct(doc, l, 'ctlloop', c)} |")
         w("")
 
+    if "fwq-mpi" in o["programs"]:
+        L.extend(mpi.summary_lines(doc, loads, cfgs, cells_for))
     w("steal: time the hypervisor took from the measured CPU during the cells (/proc/stat), "
       "percent of their run time: on a shared VM the floor cannot be below it.\n")
     # interference: other runnable threads seen on the measured CPU
@@ -320,7 +322,7 @@ def make_plots(doc, outdir):
                         continue
                     r = c["result"]
                     s = np.asarray(r["samples"], dtype=np.float64)
-                    if prog == "fwq":
+                    if prog != "ctlloop":
                         xs.append(s - s.min())
                     else:
                         xs.append(np.abs(s - r["params"]["period_cycles"]))
@@ -332,7 +334,7 @@ def make_plots(doc, outdir):
                 any_data = True
             ax.set_xscale("log")
             ax.set_yscale("log")
-            ax.set_xlabel("delta to minimum + 1 (cycles)" if prog == "fwq"
+            ax.set_xlabel("delta to minimum + 1 (cycles)" if prog != "ctlloop"
                           else "|deviation from period| + 1 (cycles)")
             ax.set_ylabel("fraction of samples >= x (1 - CDF)")
             ax.set_title(f"{prog}, {load} load")

@@ -11,13 +11,14 @@ import time
 from datetime import datetime, timezone
 
 from . import loads as L
+from . import mpi as M
 from . import report, system
 from .trace import CellTrace
 from .. import JSON_FORMAT, paths
 from .util import (BenchError, descendants, fmt_dur, format_cpulist, online_cpus, read,
                    runnable_on, warn)
 
-PROGRAMS = ("fwq", "ctlloop")
+PROGRAMS = ("fwq", "ctlloop", M.PROGRAM)
 CONFIGS = ("linux", "linux-fifo", "linux-fifo-isolated", "detached", "floor")
 PARTITION_CONFIGS = ("linux-fifo-isolated", "detached", "floor")
 FIFO = ["chrt", "-f", "10"]
@@ -66,7 +67,9 @@ class Bench:
 
     # -- planning ------------------------------------------------------------
     def cell_seconds(self, prog):
-        n = self.a.samples_fwq if prog == "fwq" else self.a.samples_ctl
+        n = self.a.samples_fwq if prog != "ctlloop" else self.a.samples_ctl
+        if prog == M.PROGRAM:     # and mpirun's start, about a second
+            return (n + 100) * self.quantum_s + 1.5
         if prog == "fwq":
             return (n + 100) * self.quantum_s + 0.3
         return (n + 10) * 1e-3 + 0.4
@@ -79,7 +82,8 @@ class Bench:
         for load in self.a.loads:
             for rep in range(1, self.a.repeat + 1):
                 for prog in self.a.programs:
-                    cfgs = [c for c in CONFIGS if c in self.a.configs]
+                    cfgs = [c for c in CONFIGS if c in self.a.configs
+                            and (prog != M.PROGRAM or c in M.CONFIGS)]
                     out = [c for c in cfgs if c not in PARTITION_CONFIGS]
                     inside = [c for c in cfgs if c in PARTITION_CONFIGS]
                     if rep % 2 == 0:       # alternate the order between repetitions
@@ -96,11 +100,14 @@ class Bench:
 
     # -- one cell --------------------------------------------------------------
     def command(self, prog, cfg, out):
-        exe = paths.program(prog)
-        n = self.a.samples_fwq if prog == "fwq" else self.a.samples_ctl
+        exe = paths.program(M.EXE if prog == M.PROGRAM else prog)
+        n = self.a.samples_fwq if prog != "ctlloop" else self.a.samples_ctl
         cmd = [exe, "--samples", str(n), "--json", out, "--quiet"]
-        if prog == "fwq":
+        if prog != "ctlloop":
             cmd += ["--loops", str(self.loops)]
+        if prog == M.PROGRAM:
+            return M.command(cfg, cmd, self.cpu, self.hk, self.detach,
+                             self.partition.tasks_file() if self.partition.active else None)
         if prog == "ctlloop" and cfg == "floor":
             cmd.append("--spin")
         cpu = str(self.cpu)
@@ -115,6 +122,8 @@ class Bench:
     def verify_config(self, cfg, res):
         """Did the configuration take effect?  From the program's own report."""
         me = res.get("self", {})
+        if "ranks" in res:        # fwq-mpi: the rank on the measured CPU
+            me = (M.measured_rank(res, self.cpu) or {}).get("self", {})
         if cfg in ("linux-fifo", "linux-fifo-isolated", "floor"):
             ok = me.get("policy") == "SCHED_FIFO" and me.get("priority") == 10 and \
                 me.get("cpus_allowed") == str(self.cpu)
@@ -152,7 +161,7 @@ class Bench:
         t = time.monotonic()
         pre = None
         if cell["in_partition"]:
-            if cfg == "detached":
+            if cfg == "detached" or prog == M.PROGRAM:   # fwq-mpi: mpirun places the ranks
                 pre = self.partition.preexec("root", {self.cpu} | self.hk)
             else:
                 pre = self.partition.preexec("partition", {self.cpu})
@@ -237,6 +246,11 @@ class Bench:
     # -- the whole run -----------------------------------------------------------
     def setup(self):
         for prog in self.a.programs:
+            if prog == M.PROGRAM:
+                ok, why = M.available()
+                if not ok:
+                    raise BenchError(why, "run 'make deps' and 'make', or --program fwq,ctlloop")
+                continue
             exe = paths.program(prog)
             if not os.access(exe, os.X_OK):
                 raise BenchError(f"{exe} is missing", "run 'make' first")

@@ -236,6 +236,12 @@ class Partition:
             os.sched_setaffinity(0, cpus)
         return join
 
+    def tasks_file(self):
+        """Where a thread writes its tid to join the partition itself (its
+        process in the root cpuset): v1 tasks, v2 cgroup.threads."""
+        kind, mnt = self.cgroup()
+        return f"{mnt}/{PARTITION}/" + ("tasks" if kind == "v1" else "cgroup.threads")
+
     def enter(self):
         if not self.available or self.active:
             return self.active

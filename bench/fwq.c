@@ -159,21 +159,7 @@ int main(int argc, char **argv)
 		json_uint(&j, "loops", o.loops);
 		json_uint(&j, "quantum_target", o.quantum);
 		json_object_end(&j);
-		json_object_begin(&j, "stats");
-		json_uint(&j, "n", st.n);
-		json_uint(&j, "min", st.min);
-		json_uint(&j, "max", st.max);
-		json_uint(&j, "median", st.median);
-		json_double(&j, "mean", st.mean);
-		json_uint(&j, "delta_max", st.d_max);
-		json_uint(&j, "delta_p999", st.d_p999);
-		json_uint(&j, "delta_p99", st.d_p99);
-		json_uint(&j, "delta_median", st.d_median);
-		json_double(&j, "delta_max_pct", st.d_max_pct);
-		json_double(&j, "delta_p999_pct", st.d_p999_pct);
-		json_double(&j, "delta_p99_pct", st.d_p99_pct);
-		json_double(&j, "delta_median_pct", st.d_median_pct);
-		json_object_end(&j);
+		bench_json_fwq_stats(&j, "stats", &st);
 		json_array_begin(&j, "samples");
 		for (uint64_t i = 0; i < o.samples; i++)
 			json_uint(&j, NULL, s[i]);

@@ -108,25 +108,6 @@ static uint64_t iteration(const struct fwq_mpi_opts *o, uint64_t *q)
 	return rdtscp();
 }
 
-static void write_stats(struct json *j, const char *key, const struct fwq_stats *st)
-{
-	json_object_begin(j, key);
-	json_uint(j, "n", st->n);
-	json_uint(j, "min", st->min);
-	json_uint(j, "max", st->max);
-	json_uint(j, "median", st->median);
-	json_double(j, "mean", st->mean);
-	json_uint(j, "delta_max", st->d_max);
-	json_uint(j, "delta_p999", st->d_p999);
-	json_uint(j, "delta_p99", st->d_p99);
-	json_uint(j, "delta_median", st->d_median);
-	json_double(j, "delta_max_pct", st->d_max_pct);
-	json_double(j, "delta_p999_pct", st->d_p999_pct);
-	json_double(j, "delta_p99_pct", st->d_p99_pct);
-	json_double(j, "delta_median_pct", st->d_median_pct);
-	json_object_end(j);
-}
-
 static void write_array(struct json *j, const char *key, const uint64_t *v, uint64_t n)
 {
 	json_array_begin(j, key);
@@ -169,7 +150,7 @@ static int write_json(const struct fwq_mpi_opts *o, struct run_header *h, int si
 		json_int(&j, "rank", r);
 		bench_json_self_of(&j, "self", &who[r]);
 		fwq_stats_compute(q + (size_t)r * n, n, &st);
-		write_stats(&j, "stats", &st);
+		bench_json_fwq_stats(&j, "stats", &st);
 		write_array(&j, "samples", q + (size_t)r * n, n);
 		/* completions relative to the first, so that the numbers stay small */
 		json_array_begin(&j, "completion");
@@ -188,7 +169,7 @@ static int write_json(const struct fwq_mpi_opts *o, struct run_header *h, int si
 	for (uint64_t i = 0; i < n; i++)
 		iter[i] = i ? done[i] - done[i - 1] : q[0];
 	fwq_stats_compute(iter, n, &st);
-	write_stats(&j, "stats", &st);
+	bench_json_fwq_stats(&j, "stats", &st);
 	json_object_begin(&j, "job");
 	uint64_t qmin = UINT64_MAX;
 	for (size_t k = 0; k < (size_t)size * n; k++)

@@ -1,5 +1,6 @@
 /* Helpers shared by the measurement programs in bench/. */
 #include "lib/bench.h"
+#include "lib/stats.h"
 
 #include <getopt.h>
 
@@ -197,4 +198,23 @@ int bench_write_intervals(const char *path, const uint64_t *start, const uint64_
 	if (fclose(f) && !err)
 		err = -EIO;
 	return err;
+}
+
+void bench_json_fwq_stats(struct json *j, const char *key, const struct fwq_stats *st)
+{
+	json_object_begin(j, key);
+	json_uint(j, "n", st->n);
+	json_uint(j, "min", st->min);
+	json_uint(j, "max", st->max);
+	json_uint(j, "median", st->median);
+	json_double(j, "mean", st->mean);
+	json_uint(j, "delta_max", st->d_max);
+	json_uint(j, "delta_p999", st->d_p999);
+	json_uint(j, "delta_p99", st->d_p99);
+	json_uint(j, "delta_median", st->d_median);
+	json_double(j, "delta_max_pct", st->d_max_pct);
+	json_double(j, "delta_p999_pct", st->d_p999_pct);
+	json_double(j, "delta_p99_pct", st->d_p99_pct);
+	json_double(j, "delta_median_pct", st->d_median_pct);
+	json_object_end(j);
 }

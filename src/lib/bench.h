@@ -26,6 +26,9 @@ void bench_json_self_of(struct json *j, const char *key, const struct bench_self
 uint64_t bench_work(uint64_t loops);
 uint64_t bench_time_work(uint64_t loops);
 uint64_t bench_calibrate_loops(uint64_t quantum);
+/* FWQ statistics (src/lib/stats.h) as the JSON object key. */
+struct fwq_stats;
+void bench_json_fwq_stats(struct json *j, const char *key, const struct fwq_stats *st);
 /* Parses a non-negative integer with an optional k/M suffix (10k = 10000). */
 int bench_parse_count(const char *s, uint64_t *v);
 /* Opens path for writing ("-" is stdout); NULL with errno on failure. */

@@ -53,6 +53,17 @@ CLI_SRC  := $(wildcard src/cli/*.c)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 CLI      := $(BUILD)/detach
 
+# --- the scale simulator (SimGrid, C++): built where libsimgrid-dev is ---------
+CXX      ?= g++
+SCALE_SIM := $(BUILD)/scale_sim
+ifneq ($(wildcard /usr/include/simgrid/s4u.hpp),)
+EXTRA    += $(SCALE_SIM)
+endif
+$(SCALE_SIM): src/scale/scale_sim.cpp
+	$(call msg,CXX,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(CXX) -O2 -g -std=c++17 -Wall -Wextra -Werror -o $@ $< -lsimgrid
+
 # --- benchmarks, tests, examples: one program per .c file ---------------------
 BENCH    := $(patsubst bench/%.c,$(BUILD)/bench/%,$(filter-out bench/fwq_mpi.c,$(wildcard bench/*.c)))
 # fwq_mpi is an MPI program: built with Open MPI's mpicc when it is there
@@ -64,7 +75,7 @@ endif
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/*.c))
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
-all: $(CLI) $(RT_SO) $(BENCH) $(TESTS) $(EXAMPLES)
+all: $(CLI) $(RT_SO) $(BENCH) $(TESTS) $(EXAMPLES) $(EXTRA)
 
 $(BUILD)/%.o: %.c
 	$(call msg,CC,$<)

@@ -31,6 +31,7 @@ need=(
 	dh:debhelper
 	dpkg-buildpackage:dpkg-dev
 	fakeroot:fakeroot
+	g++:g++
 )
 missing=()
 for pair in "${need[@]}"; do
@@ -39,6 +40,7 @@ done
 dpkg -s python3-venv >/dev/null 2>&1 || missing+=(python3-venv)
 # make compat: CPython's own test suite
 dpkg -s libpython3.11-testsuite >/dev/null 2>&1 || missing+=(libpython3.11-testsuite)
+dpkg -s libsimgrid-dev >/dev/null 2>&1 || missing+=(libsimgrid-dev)   # detach scale
 # src/lib/trace.c reads the kernel's trace through these libraries.
 for pkg in libtracefs-dev libtraceevent-dev pkg-config; do
 	dpkg -s $pkg >/dev/null 2>&1 || missing+=($pkg)

@@ -80,7 +80,7 @@ static int locate(char *py, size_t len)
 	return 0;
 }
 
-static int bench_main(int argc, char **argv)
+int cli_exec_python_tool(const char *tool, int argc, char **argv)
 {
 	char py[PATH_MAX + 32];
 	char **args;
@@ -95,7 +95,7 @@ static int bench_main(int argc, char **argv)
 	args[0] = py;
 	args[1] = "-m";
 	args[2] = "detach_tools";
-	args[3] = "bench";
+	args[3] = (char *)tool;
 	for (int i = 1; i < argc; i++)
 		args[i + 3] = argv[i];
 	execvp(py, args);
@@ -104,6 +104,11 @@ static int bench_main(int argc, char **argv)
 		cli_note("install Python 3 (apt-get install python3)");
 	free(args);
 	return 1;
+}
+
+static int bench_main(int argc, char **argv)
+{
+	return cli_exec_python_tool("bench", argc, argv);
 }
 
 DETACH_VERB(verb_bench) = { "bench", "reproduce the paper's evaluation (fwq, ctlloop; tables, plots)", bench_main };

@@ -28,6 +28,11 @@ void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Execs `python -m detach_tools TOOL argv[1..]` from a checkout (its venv) or
+ * the installed package, with DETACH_BIN set; returns only on
+ * failure, after saying why (src/cli/bench.c). */
+int cli_exec_python_tool(const char *tool, int argc, char **argv);
+
 /* Exit status for bad usage (like getopt-based tools: 2). */
 #define EXIT_USAGE 2
 

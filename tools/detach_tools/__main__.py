@@ -1,8 +1,9 @@
 """python3 -m detach_tools TOOL [OPTIONS]: runs one of the tools."""
 import sys
 
-USAGE = ("usage: python3 -m detach_tools {bench,latency,fwdcost} [OPTIONS]\n"
+USAGE = ("usage: python3 -m detach_tools {bench,scale,latency,fwdcost} [OPTIONS]\n"
          "  bench     the paper's evaluation (what `detach bench` runs)\n"
+         "  scale     a noise trace's slowdown at 10^3..10^6 MPI ranks (`detach scale`)\n"
          "  latency   cyclictest and oslat, plain vs detached vs floor\n"
          "  fwdcost   cost of a forwarded system call, native vs detached\n")
 
@@ -15,13 +16,15 @@ def main(argv=None):
     tool, rest = argv[0], argv[1:]
     if tool == "bench":
         from .bench.cli import main as run
+    elif tool == "scale":
+        from .scale import main as run
     elif tool == "latency":
         from .latency import main as run
     elif tool == "fwdcost":
         from .fwdcost import main as run
     else:
         sys.stderr.write(f"detach_tools: error: unknown tool '{tool}'\n"
-                         "NOTE: choose bench, latency or fwdcost\n")
+                         "NOTE: choose bench, scale, latency or fwdcost\n")
         return 2
     return run(rest)
 

@@ -11,7 +11,7 @@ import time
 from . import loads as L
 from . import report, run
 from .util import BenchError, err, online_cpus, parse_cpulist
-from .. import paths
+from .. import paths, scale
 
 
 def pick(kind, s, valid):
@@ -73,6 +73,12 @@ def parse(argv):
     p.add_argument("--settle", type=float, help="seconds between starting a load and measuring")
     p.add_argument("--check-loads", type=float, metavar="SECONDS",
                    help="only start each selected load, check it for SECONDS, stop it; print JSON")
+    p.add_argument("--scale-ranks", type=scale.parse_ranks, default=scale.parse_ranks("1e3,1e4,1e5,1e6"),
+                   help="rank counts of the closing prediction (default 1e3,1e4,1e5,1e6; docs/scale.md)")
+    p.add_argument("--scale-sim-ranks", type=lambda s: int(float(s)),
+                   help="simulate on SimGrid up to this many ranks, closed form above "
+                        "(default 1e4; --quick: 1e3)")
+    p.add_argument("--no-scale", action="store_true", help="no prediction at scale at the end")
     p.add_argument("--report", metavar="DIR", help="only rewrite summary.md and plots from DIR/results.json")
     a = p.parse_args(argv)
     a.cmdline = ["detach", "bench"] + argv
@@ -83,6 +89,8 @@ def parse(argv):
     a.samples_fwq = a.samples or (300 if a.quick else 10000)
     a.samples_ctl = a.samples or (1000 if a.quick else 10000)
     a.repeat = a.repeat or (1 if a.quick else 2)
+    if a.scale_sim_ranks is None:
+        a.scale_sim_ranks = 1000 if a.quick else 10000
     if a.settle is None:
         a.settle = 1.0 if a.quick else 5.0
     if a.rt_runtime != "keep":

@@ -2,7 +2,7 @@
 statistic comes from the measurement programs' own "stats")."""
 import os
 
-from . import mpi, trace
+from . import mpi, scaling, trace
 
 # The paper's published figures, copied exactly from the OSPERT 2016 slides
 # (seed 000): table "FWQ Numbers" (deltas to minimum in CPU cycles; Linux-4.6
@@ -266,6 +266,7 @@ def summary(doc):
     if not sysd.get("detached_available"):
         w(f"detached: unavailable: {sysd.get('detached')}\n")
     trace.summary_section(doc, w, [c for c in doc["cells"] if not c.get("trace_off")])
+    L.extend(scaling.summary_lines(doc))
     plots = "plots/" if doc.get("_plots") else None
     if plots:
         w("## Plots\n")

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 
 from . import loads as L
 from . import mpi as M
-from . import report, system
+from . import report, scaling, system
 from .trace import CellTrace
 from .. import JSON_FORMAT, paths
 from .util import (BenchError, descendants, fmt_dur, format_cpulist, online_cpus, read,
@@ -241,6 +241,7 @@ class Bench:
         if not ok:
             warn(f"{prog} {cfg}: configuration did not take effect: {what}")
         cell["result"] = res
+        scaling.write_cell_trace(cell, res, self.a.out, self.cpu)
         return cell
 
     # -- the whole run -----------------------------------------------------------
@@ -403,6 +404,9 @@ class Bench:
         if not self.cells and not self.interrupted:
             return rc
         os.makedirs(self.a.out, exist_ok=True)
+        if not self.interrupted and not self.a.no_scale:
+            doc["scale"] = scaling.predict(doc, self.a.out, self.a.scale_ranks,
+                                           self.a.scale_sim_ranks, self.log)
         path = os.path.join(self.a.out, "results.json")
         with open(path, "w") as f:
             json.dump(doc, f)

@@ -146,14 +146,18 @@ $(BUILD)/examples/%: examples/%.c $(RT_SO) include/detach/detach.h
 deps:
 	$(Q)tools/install-deps.sh
 
-test: deps all
+# deps may install what decides the build (Open MPI, SimGrid: see above), so
+# the build is a second make that reads the Makefile after it.
+test: deps
+	$(Q)$(MAKE) --no-print-directory all
 	$(Q)tests/run.sh
 
 # CPython's signal and posix test suites, natively and detached (CI runs it).
 compat: deps all
 	$(Q)DETACH_BIN=$(CURDIR)/$(CLI) tests/compat/cpython.sh
 
-bench: deps all
+bench: deps
+	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(CLI) bench
 
 # The whole tool (docs/install.md); uninstall removes what install recorded.

@@ -46,20 +46,26 @@ for l in ("idle", "build", "io"):
             if x["status"] != "ok": bad.append(f"{l} {p} {c}: {x['status']}: {x.get('reason')}"); continue
             if len(x["result"]["samples"]) != x["result"]["stats"]["n"]: bad.append(f"{l} {p} {c}: samples")
             t = x.get("trace") or {}
-            if c != "linux" and not (t.get("traced") and len(t["guest_ns"]) == len(x["result"]["samples"])):
+            if c != "linux" and p != "fwq-mpi" and not (t.get("traced") and len(t["guest_ns"]) == len(x["result"]["samples"])):
                 bad.append(f"{l} {p} {c}: no trace of the cell: {t.get('why')}")
+            nt = x.get("noise_trace")
+            if not nt or not os.path.isfile(f"{r}/{nt['path']}"): bad.append(f"{l} {p} {c}: no noise trace")
             if c in ("linux-fifo", "linux-fifo-isolated", "floor") and not x["config_check"]["ok"]:
                 bad.append(f"{l} {p} {c}: not run as configured: {x['config_check']}")
 for l in ("idle", "build", "io"):
     a = d["loads"][l]
     if not a["confined"] or a["leftover_processes"]: bad.append(f"load {l}: {a}")
+sc = [x for x in d.get("scale", []) if "error" not in x]
+if {x["config"] for x in sc} != {"linux-fifo", "detached", "floor"} or \
+        any(x["slowdown"] < 1 for x in sc) or not any(x["method"] == "simgrid" for x in sc):
+    bad.append(f"scale prediction: {d.get('scale')}")
 s = d["system"]
 for k in ("rt_throttling", "preemption", "partition", "detached", "measured_cpu", "housekeeping_cpus"):
     if k not in s: bad.append(f"system: no {k}")
 md = open(f"{r}/summary.md").read()
 for needle in ("Table 1", "Table 2", "434000 (10.2%)", "862000 (+14,7% / -14.1%)",
                "linux-fifo/detached", "detached/floor", "sched_rt_runtime_us", "preemption model",
-               "Whose stalls", "Whose maxima", "fwq-mpi: noise as a 2-rank MPI job"):
+               "Whose stalls", "Whose maxima", "fwq-mpi: noise as a 2-rank MPI job", "At scale: what this noise costs"):
     if needle not in md: bad.append(f"summary.md lacks {needle!r}")
 pngs = [f for f in os.listdir(f"{r}/plots") if f.endswith(".png")]
 for l in ("idle", "build", "io"):

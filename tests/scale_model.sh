@@ -8,6 +8,7 @@
 . "$(dirname "$0")/lib.sh"
 [ -x "$BUILD/scale_sim" ] || t_skip "build/scale_sim is missing (libsimgrid-dev: tools/install-deps.sh)"
 [ -x "$BUILD/venv/bin/python" ] || t_skip "no Python venv (make deps)"
+TOOLS=$(cd "$(dirname "$0")/.." && pwd)/tools
 cd "$T_TMP"
 
 # 1. noiseless: only the end marker, 10 s of nothing
@@ -55,7 +56,7 @@ for spec in 1:3000 10:800 100:300 1000:60; do
 	"$DETACH" scale --trace rare.trace --ranks ${spec%%:*} --iterations ${spec#*:} --json rare-${spec%%:*}.json \
 		>/dev/null 2>&1 || t_fail "rare-detour run at ${spec%%:*} ranks failed"
 done
-PYTHONPATH=$ROOT/tools python3 - <<'PY' || t_fail "rare detours do not follow 1 - (1 - p)^N"
+PYTHONPATH=$TOOLS python3 - <<'PY' || t_fail "rare detours do not follow 1 - (1 - p)^N"
 import json
 from detach_tools import noise
 ok = True

@@ -152,6 +152,8 @@ class Bench:
             pass
         elif cfg == "linux":
             cell["trace"] = {"traced": False, "why": "not pinned to the measured CPU"}
+        elif prog == M.PROGRAM:   # mpirun starts it: the pid is not the program's
+            cell["trace"] = {"traced": False, "why": "an MPI job (fwq_mpi writes no intervals)"}
         else:
             tr = CellTrace(self.cpu, self.hk, tmpdir, os.path.basename(out)[:-5])
             cmd = cmd + ["--intervals", tr.intervals]

@@ -1,3 +1,4 @@
+# Timeout: 480
 # Description: `detach bench --quick` end to end: every load and
 # configuration gives a result (or "unavailable: why" for detached), the
 # summary has the paper's two tables and the ratios, plots are PNG files,

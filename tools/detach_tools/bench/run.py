@@ -408,7 +408,8 @@ class Bench:
         os.makedirs(self.a.out, exist_ok=True)
         if not self.interrupted and not self.a.no_scale:
             doc["scale"] = scaling.predict(doc, self.a.out, self.a.scale_ranks,
-                                           self.a.scale_sim_ranks, self.log)
+                                           self.a.scale_sim_ranks, self.log,
+                                           20 if self.a.quick else None)   # --quick: seconds
         path = os.path.join(self.a.out, "results.json")
         with open(path, "w") as f:
             json.dump(doc, f)

@@ -48,7 +48,7 @@ def write_cell_trace(cell, res, out, measured_cpu):
                            "threshold_ns": noise.THRESHOLD_NS}
 
 
-def predict(doc, out, ranks, max_sim_ranks, log):
+def predict(doc, out, ranks, max_sim_ranks, log, iterations=None):
     """Slowdown at each rank count for the FWQ traces (fwq-mpi's measured
     rank when fwq did not run) of linux-fifo, detached and floor, the worst
     repetition of each, per load: rows as `detach scale --json` writes."""
@@ -57,7 +57,7 @@ def predict(doc, out, ranks, max_sim_ranks, log):
     if not prog:
         return []
     a = argparse.Namespace(trace=[], ranks=ranks, collective="allreduce", interval=1e6, cosched=False,
-                           iterations=None, max_sim_ranks=max_sim_ranks, seed=1, bytes=8,
+                           iterations=iterations, max_sim_ranks=max_sim_ranks, seed=1, bytes=8,
                            **scale.LOGGP)
     rows = []
     for load in doc["options"]["loads"]:

@@ -260,6 +260,10 @@ void attach_thread(struct dt_thread *t)
 	t->stats->state = 0;
 	dt_self = NULL;
 	move_home(0);
+	/* an ordinary thread again: the affinity and policy the program set
+	 * (or had when it was detached), made real (sched.c keeps them) */
+	sys_call3(SYS_sched_setaffinity, 0, sizeof(t->app.affinity), &t->app.affinity);
+	sys_call3(SYS_sched_setattr, 0, &t->app.attr, 0);
 	release_cpu(t->cpu);
 	dt_verbose("tid %d attached again", (int)t->tid);
 }

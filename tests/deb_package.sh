@@ -28,7 +28,8 @@ dpkg_do() {
 }
 dpkg_do -i "$deb" || { t_fail "dpkg -i $deb"; dpkg_do --purge detach; t_done; }
 echo "ok: dpkg -i"
-files=$(dpkg -L detach | while read -r f; do [ -f "$f" ] || [ -L "$f" ] && echo "$f"; done)
+# its files and links, not directories (/lib is a link to usr/lib on a merged /usr)
+files=$(dpkg -L detach | while read -r f; do { [ -f "$f" ] || [ -L "$f" ]; } && [ ! -d "$f" ] && echo "$f"; done)
 
 v=$(env -i PATH=/usr/bin:/bin /usr/bin/detach --version) || t_fail "/usr/bin/detach --version: exit $?"
 [ "$v" = "detach $VERSION" ] || t_fail "installed --version says '$v', want detach $VERSION"

@@ -8,6 +8,7 @@
  * Timeout: 120 */
 #include "t_chan.h"
 
+#include <spawn.h>
 #include <sys/mman.h>
 
 #define N 3000
@@ -59,12 +60,16 @@ static int consumer(bool die_in_copy)
 	}
 }
 
+/* A consumer is this program again, started by posix_spawn (a vfork: a
+ * fork would write-protect the detached producer's pages, and its next
+ * stores would fault). */
 static pid_t spawn(bool die_in_copy)
 {
-	pid_t pid = fork();
+	char *args[] = { "api_chan_restart", die_in_copy ? "segv" : "consumer", name, NULL };
+	pid_t pid = -1;
 
-	if (pid == 0)
-		_exit(consumer(die_in_copy));
+	if (posix_spawn(&pid, "/proc/self/exe", NULL, NULL, args, environ))
+		return -1;
 	return pid;
 }
 
@@ -123,12 +128,18 @@ static char proc_state(pid_t pid)
 	return p[2];
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	pthread_t th;
 	pid_t cons;
 	int st;
 
+	if (argc == 3) {                      /* a consumer: the region is the channel's name */
+		snprintf(name, sizeof(name), "%s", argv[2]);
+		if (dt_shm_open(name, 0, 0, (void **)&lg))
+			return 2;
+		return consumer(!strcmp(argv[1], "segv"));
+	}
 	t_chan_setup(name, sizeof(name), "t-restart");
 	dt_chan_unlink(name);
 	dt_shm_unlink(name);

@@ -16,7 +16,7 @@
 /* What a thread costs the kernel: system calls that read or wrote
  * (io syscr, syscw), sleeps (voluntary switches), kernel time (stat stime). */
 struct t_kernel {
-	long long syscr, syscw, vol, stime;
+	long long syscr, syscw, vol, stime, minflt;
 };
 
 static inline void t_kernel_read(pid_t tid, struct t_kernel *k)
@@ -25,6 +25,7 @@ static inline void t_kernel_read(pid_t tid, struct t_kernel *k)
 	k->syscw = t_task_value(tid, "io", "syscw");
 	k->vol = t_task_value(tid, "status", "voluntary_ctxt_switches");
 	k->stime = t_task_stat_field(tid, 15);
+	k->minflt = t_task_stat_field(tid, 10);
 }
 
 /* Checks that nothing moved between a and b, ns apart; what names the
@@ -36,8 +37,9 @@ static inline void t_kernel_flat(const char *what, const struct t_kernel *a, con
 {
 	long long ticks = (long long)(ns * (uint64_t)sysconf(_SC_CLK_TCK) / 1000000000ull);
 
-	printf("%s: syscr +%lld, syscw +%lld, voluntary switches +%lld, stime +%lld of %lld ticks\n", what,
-	       b->syscr - a->syscr, b->syscw - a->syscw, b->vol - a->vol, b->stime - a->stime, ticks);
+	printf("%s: syscr +%lld, syscw +%lld, voluntary switches +%lld, stime +%lld of %lld ticks, minor faults +%lld\n",
+	       what, b->syscr - a->syscr, b->syscw - a->syscw, b->vol - a->vol, b->stime - a->stime, ticks,
+	       b->minflt - a->minflt);
 	t_check(a->syscr >= 0 && b->syscr == a->syscr, "%s: the detached thread read through the kernel", what);
 	t_check(b->syscw == a->syscw, "%s: the detached thread wrote through the kernel", what);
 	t_check(b->vol == a->vol, "%s: the detached thread slept in the kernel", what);

@@ -1,0 +1,292 @@
+/* Description: 1,000,000 random corruptions of two channels' shared
+ * control words and message headers (indices, role words, waiter counts,
+ * the creator's line, record headers in the ring) by a process that maps
+ * them raw, while a detached thread keeps producing on one and consuming
+ * the other, and Linux processes hold the other ends.  Nobody crashes
+ * (buffers end at a guard page), nobody hangs (the detached loop keeps
+ * going), the errors are the documented ones, corruption is seen
+ * (-EBADMSG counted), the detached thread's kernel counters stay flat, and
+ * once the corruption stops both channels carry intact messages again.
+ * Timeout: 120 */
+#include "t_chan.h"
+
+#include <sys/mman.h>
+
+#define CORRUPTIONS 1000000
+#define MSG 48
+#define SEC 1000000000ull
+
+static char down_name[64], up_name[64];          /* detached -> Linux, Linux -> detached */
+struct shared {                                  /* a dt_shm region between the processes */
+	volatile int go, corrupting, after, stop;
+	volatile uint64_t detached_loops;
+	volatile uint64_t valid_after[2], bad_results[3];
+};
+static struct shared *sh;
+
+struct msg {
+	uint64_t seq, sum;
+	char fill[MSG - 16];
+};
+
+static void msg_make(struct msg *m, uint64_t seq)
+{
+	m->seq = seq;
+	memset(m->fill, (int)(seq & 0xff), sizeof(m->fill));
+	m->sum = seq * 0x9e3779b97f4a7c15ull;
+}
+
+static bool msg_ok(const struct msg *m)
+{
+	for (size_t i = 0; i < sizeof(m->fill); i++)
+		if (m->fill[i] != (char)(m->seq & 0xff))
+			return false;
+	return m->sum == m->seq * 0x9e3779b97f4a7c15ull;
+}
+
+/* A buffer of exactly MSG bytes that ends at an inaccessible page. */
+static struct msg *guarded_buffer(void)
+{
+	char *p = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED || mprotect(p + 4096, 4096, PROT_NONE))
+		return NULL;
+	return (struct msg *)(p + 4096 - MSG);
+}
+
+static bool get_result_ok(long n)
+{
+	return (n >= 0 && n <= MSG) || n == -EAGAIN || n == -EPIPE || n == -EBADMSG || n == -EMSGSIZE ||
+	       n == -ETIMEDOUT;
+}
+
+static int linux_consumer(void)
+{
+	struct dt_chan *c;
+	struct msg *m = guarded_buffer();
+	long n;
+
+	if (!m || dt_chan_open(down_name, DT_CHAN_CONSUMER, 0, &c))
+		return 2;
+	while (!sh->stop) {
+		n = dt_chan_get(c, m, MSG, dt_now_ns() + 1000000);
+		if (!get_result_ok(n))
+			sh->bad_results[0]++;
+		if (n == MSG && msg_ok(m) && sh->after)
+			sh->valid_after[0]++;
+	}
+	return 0;
+}
+
+static int linux_producer(void)
+{
+	struct dt_chan *p;
+	struct msg m;
+	uint64_t seq = 0;
+	int err;
+
+	if (dt_chan_open(up_name, DT_CHAN_PRODUCER, 0, &p))
+		return 2;
+	while (!sh->stop) {
+		msg_make(&m, seq);
+		err = dt_chan_put(p, &m, sizeof(m));
+		if (err == 0)
+			seq++;
+		else if (err != -EAGAIN && err != -EPIPE && err != -EBADMSG)
+			sh->bad_results[1]++;
+		if (err)
+			usleep(10);
+	}
+	return 0;
+}
+
+static uint64_t rnd_state = 88172645463325252ull;
+static uint64_t rnd(void)
+{
+	rnd_state ^= rnd_state << 13;
+	rnd_state ^= rnd_state >> 7;
+	rnd_state ^= rnd_state << 17;
+	return rnd_state;
+}
+
+/* A value a corrupter would write: anything, or something close enough to
+ * the truth to pass a careless check. */
+static uint64_t evil(uint64_t was, uint64_t ring)
+{
+	switch (rnd() % 6) {
+	case 0: return rnd();
+	case 1: return was + (rnd() % 64) - 32;
+	case 2: return was + ring;
+	case 3: return was - ring - 8;
+	case 4: return 0;
+	default: return was ^ (1ull << (rnd() % 64));
+	}
+}
+
+static int corrupter(void)
+{
+	char path[2][256];
+	uint8_t *map[2];
+	const char *names[2] = { down_name, up_name };
+
+	for (int i = 0; i < 2; i++) {
+		snprintf(path[i], sizeof(path[i]), "%s/%s.chan", IPC_DIR, names[i]);
+		int fd = open(path[i], O_RDWR);
+		map[i] = fd < 0 ? MAP_FAILED : mmap(NULL, CHAN_HDR_BYTES + 65536, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (map[i] == MAP_FAILED)
+			return 2;
+		close(fd);
+	}
+	while (!sh->go)
+		usleep(1000);
+	sh->corrupting = 1;
+	uint64_t pace = dt_cycles();
+	for (long k = 0; k < CORRUPTIONS; k++) {
+		uint8_t *m = map[rnd() & 1];
+		struct chan_shared *h = (struct chan_shared *)m;
+		uint64_t *w;
+		switch (rnd() % 10) {
+		case 0: w = &h->tail; break;
+		case 1: w = &h->head; break;
+		case 2: w = rnd() & 1 ? &h->producer : &h->consumer; break;
+		case 3: w = (uint64_t *)&h->wake_wanted; break;
+		case 4: w = rnd() & 1 ? &h->ring_bytes : &h->magic; break;
+		default: {   /* a record header where one is, or anywhere */
+			uint64_t pos = rnd() & 1 ? __atomic_load_n(&h->head, __ATOMIC_RELAXED) : rnd();
+			w = (uint64_t *)(m + CHAN_HDR_BYTES + (pos & (65536 - 8)));
+		}
+		}
+		__atomic_store_n(w, evil(__atomic_load_n(w, __ATOMIC_RELAXED), 65536), __ATOMIC_RELAXED);
+		/* about 3 s for all of them, so both sides run meanwhile */
+		pace += 6000;
+		while (dt_cycles() < pace)
+			cpu_relax();
+	}
+	sh->corrupting = 0;
+	return 0;
+}
+
+static void *detached_loop(void *arg)
+{
+	struct dt_chan *down, *up;
+	struct t_kernel k0, k1;
+	struct msg m, *in = guarded_buffer();
+	pid_t me = t_gettid();
+	uint64_t seq = 0, t0, badmsg_put = 0, badmsg_get = 0;
+	long n;
+	int err;
+
+	(void)arg;
+	if (!in || dt_chan_open(down_name, DT_CHAN_PRODUCER, 0, &down) || dt_chan_open(up_name, DT_CHAN_CONSUMER, 0, &up)) {
+		t_check(0, "detached side: open");
+		return NULL;
+	}
+	if (t_detach_self())
+		return NULL;
+	t_kernel_read(me, &k0);
+	t0 = dt_now_ns();
+	while (!sh->stop) {
+		msg_make(&m, seq);
+		err = dt_chan_put(down, &m, sizeof(m));
+		if (err == 0)
+			seq++;
+		else if (err == -EBADMSG)
+			badmsg_put++;
+		else if (err != -EAGAIN && err != -EPIPE)
+			sh->bad_results[2]++;
+		n = dt_chan_get(up, in, MSG, 0);
+		if (n == -EBADMSG)
+			badmsg_get++;
+		else if (!get_result_ok(n))
+			sh->bad_results[2]++;
+		if (n == MSG && msg_ok(in) && sh->after)
+			sh->valid_after[1]++;
+		sh->detached_loops++;
+	}
+	t_kernel_read(me, &k1);
+	dt_attach();
+	printf("detached side: %llu loops, %llu messages put, -EBADMSG %llu on put, %llu on get\n",
+	       (unsigned long long)sh->detached_loops, (unsigned long long)seq, (unsigned long long)badmsg_put,
+	       (unsigned long long)badmsg_get);
+	t_check(badmsg_put + badmsg_get > 0, "no corruption was ever seen");
+	t_kernel_flat("detached side under corruption", &k0, &k1, dt_now_ns() - t0);
+	dt_chan_close(down);
+	dt_chan_close(up);
+	return NULL;
+}
+
+static pid_t spawn(int (*fn)(void))
+{
+	pid_t pid = fork();
+
+	if (pid == 0)
+		_exit(fn());
+	return pid;
+}
+
+int main(void)
+{
+	struct dt_chan *keep_down, *keep_up;
+	pthread_t th;
+	pid_t kids[3];
+	const char *what[3] = { "consumer", "producer", "corrupter" };
+	int st;
+
+	t_chan_setup(down_name, sizeof(down_name), "t-corrupt-down");
+	snprintf(up_name, sizeof(up_name), "t-corrupt-up-%d", (int)getpid());
+	dt_chan_unlink(down_name);
+	dt_chan_unlink(up_name);
+	dt_shm_unlink(down_name);
+	/* create both (64 KiB rings) and let go of the roles */
+	t_check(dt_chan_open(down_name, DT_CHAN_CREATE | DT_CHAN_CONSUMER, 65536, &keep_down) == 0, "create");
+	t_check(dt_chan_open(up_name, DT_CHAN_CREATE | DT_CHAN_PRODUCER, 65536, &keep_up) == 0, "create");
+	dt_chan_close(keep_down);
+	dt_chan_close(keep_up);
+	t_check(dt_shm_open(down_name, DT_CHAN_CREATE, sizeof(*sh), (void **)&sh) == 0, "region");
+	if (t_failures)
+		return t_done();
+
+	/* every fork before the detached thread runs: a fork write-protects
+	 * the parent's private pages, and its next store to them faults */
+	kids[0] = spawn(linux_consumer);
+	kids[1] = spawn(linux_producer);
+	kids[2] = spawn(corrupter);
+	pthread_create(&th, NULL, detached_loop, NULL);
+	dt_wait_until(dt_now_ns() + SEC / 5);
+	sh->go = 1;
+	/* the detached loop must keep going all along */
+	uint64_t last = sh->detached_loops, stalls = 0;
+	int raw;
+	st = -2;
+	for (int i = 0; i < 100 && (i < 5 || st == -2); i++) {
+		dt_wait_until(dt_now_ns() + SEC / 10);
+		if (sh->detached_loops == last)
+			stalls++;
+		last = sh->detached_loops;
+		if (st == -2 && waitpid(kids[2], &raw, WNOHANG) == kids[2])
+			st = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+	}
+	if (st == -2)
+		st = t_wait_child(kids[2]);
+	t_check(st == 0, "the corrupter failed (%d)", st);
+	t_check(stalls == 0, "the detached loop stood still for %llu tenths of a second", (unsigned long long)stalls);
+	/* recovery: intact messages flow again both ways */
+	sh->after = 1;
+	dt_wait_until(dt_now_ns() + SEC);
+	sh->stop = 1;
+	pthread_join(th, NULL);
+	for (int i = 0; i < 2; i++) {
+		st = t_wait_child(kids[i]);
+		t_check(st == 0, "the Linux %s died or failed (%d)", what[i], st);
+	}
+	printf("after the corruption: %llu intact messages to Linux, %llu to the detached thread\n",
+	       (unsigned long long)sh->valid_after[0], (unsigned long long)sh->valid_after[1]);
+	t_check(sh->valid_after[0] > 1000 && sh->valid_after[1] > 1000, "the channels did not recover");
+	for (int i = 0; i < 3; i++)
+		t_check(sh->bad_results[i] == 0, "%llu undocumented results (%d)", (unsigned long long)sh->bad_results[i], i);
+	dt_chan_unlink(down_name);
+	dt_chan_unlink(up_name);
+	dt_shm_close(sh);
+	dt_shm_unlink(down_name);
+	return t_done();
+}

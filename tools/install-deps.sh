@@ -32,6 +32,7 @@ need=(
 	dpkg-buildpackage:dpkg-dev
 	fakeroot:fakeroot
 	g++:g++
+	go:golang-go
 )
 missing=()
 for pair in "${need[@]}"; do

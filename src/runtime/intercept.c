@@ -48,10 +48,13 @@ static void sigsys_handler(int sig, siginfo_t *si, void *ctx);
  * when our interrupt arrives, and the proxy's handler turns that restart
  * into EINTR where the detached thread's handler had no SA_RESTART
  * (proxy.c, proxy_interrupt_taken).  The flag is process-wide and never
- * changes, so interrupts of several detached threads cannot race on it. */
+ * changes, so interrupts of several detached threads cannot race on it.
+ * SA_ONSTACK: the trap's frame goes to the alternate stack, the runtime's
+ * own unless the program set one (stack.c), never to a stack of the
+ * program's that may be 2 KiB (a goroutine's). */
 static const struct ksigaction sigsys_action = {
 	.handler = (void *)sigsys_handler,
-	.flags = SA_SIGINFO | SA_NODEFER | SA_RESTART | SA_RESTORER,
+	.flags = SA_SIGINFO | SA_NODEFER | SA_RESTART | SA_ONSTACK | SA_RESTORER,
 	.restorer = (void *)sys_sigreturn_restorer,
 	.mask = 0,
 };
@@ -88,6 +91,7 @@ int intercept_arm(struct dt_thread *t)
 {
 	long r;
 
+	stack_arm(t);
 	t->selector = SUD_BLOCK;
 	r = sys_call6(SYS_prctl, PR_SET_SYSCALL_USER_DISPATCH, PR_SYS_DISPATCH_ON,
 		      (long)__start_detach_allow, __stop_detach_allow - __start_detach_allow,
@@ -97,8 +101,8 @@ int intercept_arm(struct dt_thread *t)
 
 void intercept_disarm(struct dt_thread *t)
 {
-	(void)t;
 	sys_call6(SYS_prctl, PR_SET_SYSCALL_USER_DISPATCH, PR_SYS_DISPATCH_OFF, 0, 0, 0, 0);
+	stack_disarm(t);
 }
 
 /* A SIGSYS that is no Syscall User Dispatch trap and no proxy interrupt

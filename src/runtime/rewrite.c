@@ -48,7 +48,12 @@ extern const char dt_retrap_syscall[] DT_HIDDEN;
 
 /* Rewritten sites, and sites refused: read without a lock; a rewritten site
  * is added under patch_lock before its bytes change. */
-static volatile uintptr_t rewritten[SITES], refused[SITES];
+static volatile uintptr_t refused[SITES];
+/* trampoline.S probes it too, for threads that are not detached; never
+ * full, so that a probe always ends at an empty slot */
+volatile uintptr_t dt_rewritten_sites[SITES] DT_HIDDEN;
+#define rewritten dt_rewritten_sites
+static unsigned rewritten_count;         /* under patch_lock */
 static volatile int patch_lock;
 static uintptr_t vdso_lo, vdso_hi;    /* never rewritten: the kernel's own code */
 
@@ -269,7 +274,8 @@ static enum patch patch_site(uintptr_t site)
 	/* Writable and still executable: other threads may be running it. */
 	if (sys_call3(SYS_mprotect, page, 4096, prot | PROT_WRITE) < 0)
 		goto out;
-	if (*(volatile uint16_t *)site == 0x050f && table_add(rewritten, site)) {
+	if (*(volatile uint16_t *)site == 0x050f && rewritten_count < SITES / 2 && table_add(rewritten, site)) {
+		rewritten_count++;
 		/* Known before it exists: another thread may take the new
 		 * call the moment it is stored.  One atomic 2-byte store
 		 * (within a cache line): a thread fetching the site sees
@@ -317,7 +323,8 @@ bool rewrite_site(struct dt_thread *t, uintptr_t site)
 /* A jump into page 0 that came from no rewritten site: a NULL function
  * pointer call, most likely.  Natively that is a SIGSEGV: make it one, and
  * say what happened. */
-__attribute__((noreturn)) static void stray_jump(uintptr_t ret)
+__attribute__((noreturn)) void dt_stray_jump(uintptr_t ret) DT_HIDDEN;
+__attribute__((noreturn)) void dt_stray_jump(uintptr_t ret)
 {
 	static const char msg1[] = "detach: error: a jump into page 0 (a NULL function pointer call?); "
 				   "return address ";
@@ -337,12 +344,6 @@ __attribute__((noreturn)) static void stray_jump(uintptr_t ret)
 	__builtin_unreachable();
 }
 
-long dt_trampoline_is_detached(void) DT_HIDDEN;
-long dt_trampoline_is_detached(void)
-{
-	return dt_self && !dt_self->vfork_child;
-}
-
 long dt_trampoline_dispatch(long nr, long *a, long *retrap, uintptr_t ret) DT_HIDDEN;
 long dt_trampoline_dispatch(long nr, long *a, long *retrap, uintptr_t ret)
 {
@@ -350,10 +351,7 @@ long dt_trampoline_dispatch(long nr, long *a, long *retrap, uintptr_t ret)
 	long r;
 
 	if (!table_has(rewritten, ret - 2))
-		stray_jump(ret);
-	/* Not detached (other threads, proxies, children): the call itself. */
-	if (!t || t->vfork_child)
-		return sys_call6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+		dt_stray_jump(ret);
 	/* a copy: the dispatch may rewrite arguments, the slots behind a are
 	 * what the program's registers are restored from */
 	long args[6] = { a[0], a[1], a[2], a[3], a[4], a[5] };

@@ -90,6 +90,13 @@ struct dt_thread {
 	/* set by a vfork child that borrows this thread's TLS (trampoline.S reads
 	 * it at a fixed offset), cleared by the parent when it resumes */
 	volatile uint8_t vfork_child;
+	/* The runtime's own stack (stack.c), where the trampoline and the
+	 * SIGSYS handler run (its alternate signal stack when the program set
+	 * none), and the program's alternate stack as the program set it (0, 0:
+	 * none).  trampoline.S reads the four at fixed offsets. */
+	uintptr_t stack_lo, stack_hi;
+	uintptr_t app_ss_lo, app_ss_hi;
+	stack_t app_ss;                 /* what sigaltstack reports (signals.c) */
 	bool need_trap;                 /* rewrite mode: this call needs the trap path */
 	/* Watched, not detached: a thread of a program whose threads are chosen
 	 * by rule (threads.c).  Its calls trap and run on itself, natively, but
@@ -176,6 +183,13 @@ long timed_sleep(struct dt_thread *t, clockid_t clk, int flags, const struct tim
 long timed_poll(struct dt_thread *t, long timeout_ms) DT_HIDDEN;
 long timed_select(struct dt_thread *t, struct timeval *tv) DT_HIDDEN;
 long timed_ppoll(struct dt_thread *t, struct timespec *ts) DT_HIDDEN;
+
+/* stack.c */
+void stack_give(struct dt_thread *t) DT_HIDDEN;
+void stack_return(struct dt_thread *t) DT_HIDDEN;
+void stack_arm(struct dt_thread *t) DT_HIDDEN;
+void stack_disarm(struct dt_thread *t) DT_HIDDEN;
+void stack_of_program(struct dt_thread *t, stack_t *real) DT_HIDDEN;
 
 /* rewrite.c */
 int rewrite_init(void) DT_HIDDEN;

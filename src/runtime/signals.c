@@ -7,6 +7,10 @@
 #include <string.h>
 #include <sys/syscall.h>
 
+#ifndef SS_AUTODISARM
+#define SS_AUTODISARM (1u << 31)   /* linux/signal.h */
+#endif
+
 extern char __start_detach_wait[], __stop_detach_wait[] DT_HIDDEN;
 
 long do_sigreturn(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
@@ -133,15 +137,51 @@ long do_sigprocmask(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	return 0;
 }
 
+/* The program's alternate stack, as the program sees it: the runtime's own
+ * stack (stack.c) is installed when the program has none, and never shown.
+ * Applied through the trap's frame (rewrite mode sends the call to the trap
+ * path): the handler runs on an alternate stack, where the kernel refuses a
+ * change, and rt_sigreturn installs the frame's uc_stack when it returns to
+ * the program.  The checks are the kernel's (kernel/signal.c, do_sigaltstack). */
 long do_sigaltstack(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
-	/* rt_sigreturn also restores the alternate stack from the frame: set it
-	 * here (for the checks and the old value) and in the frame. */
-	long ret = local_call(t, nr, a);
+	const stack_t *ss = (const stack_t *)a[0];
+	stack_t *oss = (stack_t *)a[1], old = t->app_ss;
+	uintptr_t sp;
+	bool on_app;
 
-	if (ret == 0 && a[0] && uc)
-		sys_call2(SYS_sigaltstack, NULL, &uc->uc_stack);
-	return ret;
+	if (!uc) {
+		t->need_trap = true;
+		return 0;
+	}
+	count(t, nr, &t->stats->local);
+	sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+	on_app = !(old.ss_flags & SS_DISABLE) && sp - (uintptr_t)old.ss_sp < old.ss_size;
+	if (on_app)
+		old.ss_flags |= SS_ONSTACK;
+	if (ss) {
+		stack_t want = *ss;
+		int mode = want.ss_flags & ~SS_AUTODISARM;
+
+		if (on_app)
+			return -EPERM;
+		if (mode != 0 && mode != SS_ONSTACK && mode != SS_DISABLE)
+			return -EINVAL;
+		if (mode == SS_DISABLE) {
+			want = (stack_t){ .ss_sp = NULL, .ss_size = 0, .ss_flags = SS_DISABLE };
+		} else {
+			if (want.ss_size < 2048)      /* the kernel's MINSIGSTKSZ */
+				return -ENOMEM;
+			want.ss_flags &= SS_AUTODISARM;
+		}
+		t->app_ss = want;
+		t->app_ss_lo = mode == SS_DISABLE ? 0 : (uintptr_t)want.ss_sp;
+		t->app_ss_hi = mode == SS_DISABLE ? 0 : (uintptr_t)want.ss_sp + want.ss_size;
+		stack_of_program(t, &uc->uc_stack);
+	}
+	if (oss)
+		*oss = old;
+	return 0;
 }
 
 long do_sigsuspend(struct dt_thread *t, long nr, long *a, ucontext_t *uc)

@@ -37,6 +37,18 @@ sys_call6:
 	ret
 	.size sys_call6, .-sys_call6
 
+/* A rewritten site's call on a thread that is not detached (trampoline.S):
+ * rsp at the return address, the program's registers and flags as at the
+ * site.  rcx as the kernel would leave it: the return address. */
+	.globl dt_native_syscall
+	.hidden dt_native_syscall
+	.type dt_native_syscall,@function
+dt_native_syscall:
+	syscall
+	movq (%rsp), %rcx
+	ret
+	.size dt_native_syscall, .-dt_native_syscall
+
 /* The sa_restorer of the runtime's SIGSYS handler.  glibc's __restore_rt
  * lies outside the allowed range: returning through it would trap inside a
  * trap.  The kernel enters here with rsp at the signal frame's ucontext. */

@@ -61,6 +61,7 @@ struct dt_thread *thread_alloc(void)
 		dt_die("cannot map a thread's state: %s", strerror((int)-(long)t));
 	t->pending_cpu = -1;
 	t->stats = &t->own_stats;   /* until it is detached and gets a registry slot */
+	stack_give(t);
 	lock(&list_lock);
 	t->next = all_threads;
 	all_threads = t;
@@ -78,6 +79,7 @@ void thread_free(struct dt_thread *t)
 			break;
 		}
 	unlock(&list_lock);
+	stack_return(t);
 	sys_call2(SYS_munmap, t, sizeof(*t));
 }
 

@@ -7,6 +7,10 @@
  *   rax     the system call number; rdi rsi rdx r10 r8 r9 its arguments
  *   rcx r11 free: a real syscall clobbers them, so the program keeps nothing
  *           there (the sled's jump already used r11)
+ * The program's stack may be tiny (a goroutine's): on a detached or watched
+ * thread the entry writes only the flags there, below the red zone, and
+ * moves onto the runtime's own stack (stack.c); on other threads it probes
+ * the site table with one more word and runs the call natively.
  * The program must find every other register as a real `syscall` leaves it:
  * general registers but rax/rcx/r11, the flags, and all x87/SSE/AVX/AVX-512
  * state.  The C code behind (rewrite.c: dt_trampoline_dispatch) may use any
@@ -35,6 +39,11 @@
 #define CA_MAX          88      /* sizeof(struct clone_args) of Linux 5.7+ */
 #define RED_ZONE        128
 #define T_VFORK_CHILD   192     /* offsetof(struct dt_thread, vfork_child), checked in rewrite.c */
+#define T_STACK_LO      200     /* offsetof(struct dt_thread, stack_lo) ..., checked in stack.c */
+#define T_STACK_HI      208
+#define T_APP_SS_LO     216
+#define T_APP_SS_HI     224
+#define SITES           8192    /* rewrite.c's table */
 
 	.text
 	.globl dt_trampoline_entry
@@ -56,9 +65,36 @@ dt_trampoline_entry:
 	cmpl $NR_clone3, %eax
 	je .Lclone_family
 
+	/* Which thread?  Not detached nor watched (other threads, proxies,
+	 * children, a vfork child on a detached thread's TLS): the call runs
+	 * natively, using no more of the program's stack than the flags and
+	 * one register. */
+	movq dt_self@gottpoff(%rip), %r11
+	movq %fs:(%r11), %r11
+	testq %r11, %r11
+	jz .Lnative
+	cmpb $0, T_VFORK_CHILD(%r11)
+	jne .Lnative
+
+	/* Onto the runtime's own stack (stack.c) before anything else goes on
+	 * the program's: its stack may be a goroutine's 2 KiB.  Already on it
+	 * (a handler that runs on top of a forwarded call's wait makes a
+	 * call), or on the program's alternate stack (an SA_ONSTACK handler's
+	 * call): stay, so that frames nest and never overwrite each other. */
+	movq %rsp, %rcx                 /* F */
+	cmpq T_STACK_LO(%r11), %rsp
+	jb 1f
+	cmpq T_STACK_HI(%r11), %rsp
+	jb 2f
+1:	cmpq T_APP_SS_LO(%r11), %rsp
+	jb 3f
+	cmpq T_APP_SS_HI(%r11), %rsp
+	jb 2f
+3:	movq T_STACK_HI(%r11), %rsp
+2:	pushq %rcx                      /* F, the way back */
 	cld                             /* the C ABI wants DF clear */
 	pushq %rbp
-	movq %rsp, %rbp
+	movq %rsp, %rbp                 /* 8(%rbp): F */
 	pushq %r9                       /* -8:  the arguments, in order at -48 */
 	pushq %r8                       /* -16 */
 	pushq %r10                      /* -24 */
@@ -89,7 +125,8 @@ dt_trampoline_entry:
 2:	movq -56(%rbp), %rdi            /* nr */
 	leaq -48(%rbp), %rsi            /* args[6] */
 	leaq -64(%rbp), %rdx            /* retrap flag */
-	movq 8+8+RED_ZONE(%rbp), %rcx   /* return address: site + 2 */
+	movq 8(%rbp), %rcx
+	movq 8+RED_ZONE(%rcx), %rcx     /* return address: site + 2 */
 	call dt_trampoline_dispatch
 	movq %rax, -72(%rbp)
 	movl $-1, %eax
@@ -106,6 +143,7 @@ dt_trampoline_entry:
 	movq -72(%rbp), %rax
 	movq %rbp, %rsp
 	popq %rbp
+	popq %rsp                       /* F, on the program's stack */
 	popfq
 	leaq RED_ZONE(%rsp), %rsp
 	/* rcx and r11 as the kernel leaves them: return address and flags */
@@ -118,22 +156,52 @@ dt_trampoline_entry:
 	movq -56(%rbp), %rax            /* nr */
 	movq %rbp, %rsp
 	popq %rbp
+	popq %rsp                       /* F */
 .Lretrap:                               /* rsp = F */
 	popfq
 	leaq RED_ZONE(%rsp), %rsp       /* rsp -> return address, as on entry */
 	jmp dt_retrap_syscall
 
+	/* Not a detached thread: is the return address a rewritten site
+	 * (rewrite.c's table, the same probe as table_has)?  Then the call
+	 * itself, from the range Syscall User Dispatch lets through.  rsp = F. */
+.Lnative:
+	pushq %rdx
+	movq 8+8+RED_ZONE(%rsp), %r11   /* return address */
+	subq $2, %r11                   /* the site */
+	movabsq $0x9E3779B97F4A7C15, %rcx
+	imulq %r11, %rcx
+	shrq $51, %rcx
+	andl $SITES-1, %ecx
+	leaq dt_rewritten_sites(%rip), %rdx
+4:	cmpq %r11, (%rdx,%rcx,8)
+	je 5f
+	cmpq $0, (%rdx,%rcx,8)
+	je .Lstray
+	incl %ecx
+	andl $SITES-1, %ecx
+	jmp 4b
+5:	popq %rdx
+	popfq
+	leaq RED_ZONE(%rsp), %rsp       /* rsp -> return address */
+	jmp dt_native_syscall
+.Lstray:
+	movq 8+8+RED_ZONE(%rsp), %rdi
+	andq $-16, %rsp
+	call dt_stray_jump              /* does not return */
+	ud2
+
 	/* rt_sigreturn: the frame's ucontext is at the caller's rsp; the flags
 	 * and every register come from it. */
 .Lsigreturn:
-	movq %rsp, %rbx
-	andq $-16, %rsp
-	call dt_trampoline_is_detached
-	movq %rbx, %rsp
-	testq %rax, %rax
+	movq dt_self@gottpoff(%rip), %r11
+	movq %fs:(%r11), %r11
 	movl $NR_rt_sigreturn, %eax
-	jnz .Lretrap
-	leaq RED_ZONE+8+8(%rsp), %rsp
+	testq %r11, %r11
+	jz 1f
+	cmpb $0, T_VFORK_CHILD(%r11)
+	je .Lretrap
+1:	leaq RED_ZONE+8+8(%rsp), %rsp
 	syscall
 	ud2
 

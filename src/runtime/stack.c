@@ -1,0 +1,135 @@
+/* The runtime's own stack, one per detached or watched thread.
+ *
+ * Neither entry of a call may rely on the program's stack (issue 13: a Go
+ * goroutine starts with 2 KiB; a makecontext stack may be smaller still):
+ *   - the SIGSYS handler has SA_ONSTACK (intercept.c), and this stack is
+ *     the thread's alternate signal stack whenever the program set none, so
+ *     the kernel writes the trap's frame (2-3 KB with AVX state) here;
+ *   - the trampoline (rewrite mode) moves onto it by hand before it saves
+ *     anything but the flags (trampoline.S).
+ * A program handler that runs on top of a forwarded call's wait runs here
+ * too (below the wait, as natively below the call), so the stack is large
+ * and has a guard page.
+ *
+ * The program's own alternate stack keeps working: when it sets one
+ * (sigaltstack, signals.c), that one is installed for real and the kernel
+ * delivers every SA_ONSTACK handler, ours included, there, as Go's runtime
+ * requires of its handlers; sigaltstack reports exactly what the program
+ * set.  The trampoline stays on the program's alternate stack when entered
+ * from it (a handler's call), so that stack and ours never interleave.
+ *
+ * A thread cannot unmap the stack it exits on: a stack is returned to a
+ * small pool and given again once its thread is gone. */
+#include "runtime/runtime.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+
+#define STACK_SIZE (256 * 1024)
+#define GUARD 4096
+#define POOL 16
+
+_Static_assert(offsetof(struct dt_thread, stack_lo) == 200, "T_STACK_LO in trampoline.S");
+_Static_assert(offsetof(struct dt_thread, stack_hi) == 208, "T_STACK_HI in trampoline.S");
+_Static_assert(offsetof(struct dt_thread, app_ss_lo) == 216, "T_APP_SS_LO in trampoline.S");
+_Static_assert(offsetof(struct dt_thread, app_ss_hi) == 224, "T_APP_SS_HI in trampoline.S");
+
+static struct { uintptr_t lo; pid_t tid; } pool[POOL];
+static volatile int pool_lock;
+
+static void pool_take(void)
+{
+	while (__atomic_exchange_n(&pool_lock, 1, __ATOMIC_ACQUIRE))
+		cpu_relax();
+}
+
+static void pool_give(void)
+{
+	__atomic_store_n(&pool_lock, 0, __ATOMIC_RELEASE);
+}
+
+/* A stack for t: one whose thread has exited, or a new mapping. */
+void stack_give(struct dt_thread *t)
+{
+	uintptr_t lo = 0;
+
+	pool_take();
+	for (int i = 0; i < POOL && !lo; i++) {
+		if (pool[i].lo && sys_call3(SYS_tgkill, dt_cfg.pid, pool[i].tid, 0) == -ESRCH) {
+			lo = pool[i].lo;
+			pool[i].lo = 0;
+		}
+	}
+	pool_give();
+	if (!lo) {
+		long m = sys_call6(SYS_mmap, 0, GUARD + STACK_SIZE, PROT_READ | PROT_WRITE,
+				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+		if (m < 0 && m > -4096)
+			dt_die("cannot map a thread's runtime stack: %s", strerror((int)-m));
+		sys_call3(SYS_mprotect, m, GUARD, PROT_NONE);
+		lo = (uintptr_t)m + GUARD;
+	}
+	t->stack_lo = lo;
+	t->stack_hi = lo + STACK_SIZE;
+}
+
+/* t's thread is about to exit (it may still run on the stack). */
+void stack_return(struct dt_thread *t)
+{
+	bool kept = false;
+
+	pool_take();
+	for (int i = 0; i < POOL && !kept; i++) {
+		if (!pool[i].lo) {
+			pool[i].lo = t->stack_lo;
+			pool[i].tid = t->tid;
+			kept = true;
+		}
+	}
+	pool_give();
+	/* pool full: the mapping stays (256 KiB of address space, touched
+	 * pages only) */
+}
+
+/* The thread starts taking traps: our stack becomes its alternate signal
+ * stack unless the program set one, which is kept as the program's. */
+void stack_arm(struct dt_thread *t)
+{
+	stack_t cur, mine = { .ss_sp = (void *)t->stack_lo, .ss_size = STACK_SIZE, .ss_flags = 0 };
+
+	sys_call2(SYS_sigaltstack, NULL, &cur);
+	if (!(cur.ss_flags & SS_DISABLE) && cur.ss_sp != mine.ss_sp) {
+		t->app_ss = cur;
+		t->app_ss.ss_flags &= ~SS_ONSTACK;
+		t->app_ss_lo = (uintptr_t)cur.ss_sp;
+		t->app_ss_hi = (uintptr_t)cur.ss_sp + cur.ss_size;
+		return;
+	}
+	t->app_ss = (stack_t){ .ss_sp = NULL, .ss_size = 0, .ss_flags = SS_DISABLE };
+	t->app_ss_lo = t->app_ss_hi = 0;
+	sys_call2(SYS_sigaltstack, &mine, NULL);
+}
+
+/* The thread stops taking traps (dt_attach): the program's alternate stack
+ * as it set it.  On the way out of a trap (exit) the kernel refuses the
+ * change; the thread is ending then anyway. */
+void stack_disarm(struct dt_thread *t)
+{
+	sys_call2(SYS_sigaltstack, &t->app_ss, NULL);
+}
+
+/* The stack a program's sigaltstack(2) installs for real: the program's, or
+ * ours when it disables its own. */
+void stack_of_program(struct dt_thread *t, stack_t *real)
+{
+	if (t->app_ss.ss_flags & SS_DISABLE) {
+		real->ss_sp = (void *)t->stack_lo;
+		real->ss_size = STACK_SIZE;
+		real->ss_flags = 0;
+	} else {
+		*real = t->app_ss;
+	}
+}

@@ -6,20 +6,79 @@
  * forwarded one; detach-fwdcost (tools/detach_tools/fwdcost.py) runs the
  * configurations interleaved.
  *
- *   fwdcost [-n SAMPLES] [-c CPU] [--json FILE]
+ * --mailbox CPU: the floor of any forwarding design.  No interception: each
+ * call is handed to a thread spinning on CPU over the runtime's own mailbox
+ * (struct mailbox, the same cache-line layout), which runs it and replies;
+ * the caller spins on the reply line as a detached thread does.
+ *
+ *   fwdcost [-n SAMPLES] [-c CPU] [--mailbox CPU] [--json FILE]
  */
+#include "runtime/runtime.h"
 #include "lib/stats.h"
 #include "lib/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 struct result { const char *name; uint64_t *cycles; };
+
+/* ---- --mailbox: a bare request/reply, no interception -------------------- */
+static struct mailbox mb;
+static int server_cpu = -1;
+
+static void *server(void *arg)
+{
+	uint64_t seen = 0, seq;
+
+	(void)arg;
+	for (;;) {
+		while ((seq = __atomic_load_n(&mb.req_seq, __ATOMIC_ACQUIRE)) == seen)
+			cpu_relax();
+		seen = seq;
+		mb.ret = syscall(mb.nr, mb.args[0], mb.args[1], mb.args[2], mb.args[3], mb.args[4], mb.args[5]);
+		__atomic_store_n(&mb.done_seq, seq, __ATOMIC_RELEASE);
+	}
+	return NULL;
+}
+
+static long call(long nr, long a0, long a1, long a2)
+{
+	if (server_cpu < 0)
+		return syscall(nr, a0, a1, a2);
+	uint64_t seq = mb.req_seq + 1;
+	mb.nr = nr;
+	mb.args[0] = a0;
+	mb.args[1] = a1;
+	mb.args[2] = a2;
+	__atomic_store_n(&mb.req_seq, seq, __ATOMIC_RELEASE);
+	while (__atomic_load_n(&mb.done_seq, __ATOMIC_ACQUIRE) != seq)
+		cpu_relax();
+	return mb.ret;
+}
+
+static void start_server(void)
+{
+	pthread_attr_t attr;
+	cpu_set_t set;
+	pthread_t th;
+
+	CPU_ZERO(&set);
+	CPU_SET(server_cpu, &set);
+	pthread_attr_init(&attr);
+	pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&th, &attr, server, NULL)) {
+		fprintf(stderr, "fwdcost: error: cannot start the mailbox thread on CPU %d\n", server_cpu);
+		exit(1);
+	}
+	pthread_attr_destroy(&attr);
+}
 
 static void measure(struct result *r, size_t n, int fd, const char *buf)
 {
@@ -28,10 +87,10 @@ static void measure(struct result *r, size_t n, int fd, const char *buf)
 	for (size_t i = 0; i < n + n / 10; i++) {       /* first tenth: warm-up */
 		uint64_t t0 = rdtscp(), t1;
 		if (is_write) {
-			if (write(fd, buf, 4096) != 4096)
+			if (call(SYS_write, fd, (long)buf, 4096) != 4096)
 				abort();
 		} else {
-			syscall(SYS_getppid);
+			call(SYS_getppid, 0, 0, 0);
 		}
 		t1 = rdtscp();
 		if (i >= n / 10)
@@ -68,6 +127,7 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "samples", required_argument, NULL, 'n' },
 		{ "cpu", required_argument, NULL, 'c' },
+		{ "mailbox", required_argument, NULL, 'm' },
 		{ "json", required_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -81,14 +141,17 @@ int main(int argc, char **argv)
 	static char buf[4096];
 
 	run_header_init(&h, argc, argv);
-	while ((c = getopt_long(argc, argv, "n:c:j:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "n:c:m:j:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'n': n = strtoul(optarg, NULL, 10); break;
 		case 'c': cpu = atoi(optarg); break;
+		case 'm': server_cpu = atoi(optarg); break;
 		case 'j': json_path = optarg; break;
 		case 'h':
-			printf("usage: fwdcost [-n SAMPLES] [-c CPU] [--json FILE]\n"
-			       "Times getppid and a 4 KiB write to /dev/null, one TSC sample per call.\n");
+			printf("usage: fwdcost [-n SAMPLES] [-c CPU] [--mailbox CPU] [--json FILE]\n"
+			       "Times getppid and a 4 KiB write to /dev/null, one TSC sample per call.\n"
+			       "--mailbox CPU: each call runs on a thread spinning on CPU, handed over\n"
+			       "through the runtime's mailbox layout (the floor of forwarding).\n");
 			return 0;
 		default:
 			return 2;
@@ -112,6 +175,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	h.tsc_hz = clk.hz;
+	if (server_cpu >= 0)
+		start_server();
 	fd = open("/dev/null", O_WRONLY);
 	for (int i = 0; i < 2; i++) {
 		res[i].cycles = calloc(n, sizeof(uint64_t));

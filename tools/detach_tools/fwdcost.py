@@ -1,7 +1,15 @@
-"""Cost of a forwarded system call: native vs detached (spin and adaptive
-proxy), interleaved in one run, repeated.  Reads bench/fwdcost JSON only.
+"""Cost of a forwarded system call: native, the bare mailbox (the floor of
+any forwarding design: the same call handed to a thread on another CPU over
+the runtime's mailbox layout, no interception) and detached (spin and
+adaptive proxy), interleaved in one run, repeated.  Every configuration is
+reported against native and against the mailbox.  Reads bench/fwdcost JSON
+only.
 
-    python3 -m detach_tools fwdcost [--repeat N] [--samples N] [--cpu CPU] [--mode MODE ...] [--out DIR]
+    python3 -m detach_tools fwdcost [--repeat N] [--samples N] [--cpu CPU] [--mode MODE ...]
+                                    [--also NAME=DETACH_BIN ...] [--out DIR]
+
+--also runs the same modes with another build of detach in the same
+interleaved rounds (a before/after comparison): configurations NAME-MODE-PROXY.
 """
 import argparse, json, os, subprocess, sys, tempfile, time
 
@@ -21,27 +29,40 @@ def main(argv=None):
     ap.add_argument("--cpu", type=int, default=os.cpu_count() - 1)
     ap.add_argument("--mode", action="append", default=None,
                     help="detach --mode values to compare (default: sud)")
+    ap.add_argument("--also", action="append", default=[], metavar="NAME=DETACH_BIN",
+                    help="also run the modes with this detach command (another build)")
     ap.add_argument("--out", default=None, help="keep the raw JSON here")
     a = ap.parse_args(argv)
     if os.cpu_count() < 2:
         sys.exit("fwdcost: error: needs 2 CPUs")
     modes = a.mode or ["sud"]
-    configs = [("native", None, None)]
-    for m in modes:
-        configs += [(f"{m}-spin", m, "spin"), (f"{m}-adaptive", m, "adaptive")]
+    # the mailbox's server: a CPU other than the measured one, where a proxy runs
+    server = next(c for c in sorted(os.sched_getaffinity(0)) if c != a.cpu)
+    configs = [("native", None, None, None), ("mailbox", None, None, None)]
+    builds = [("", paths.detach_bin())]
+    for spec in a.also:
+        name, sep, path = spec.partition("=")
+        if not sep or not os.access(path, os.X_OK):
+            sys.exit(f"fwdcost: error: --also wants NAME=DETACH_BIN with an executable, not '{spec}'")
+        builds.append((name + "-", path))
+    for prefix, binary in builds:
+        for m in modes:
+            configs += [(f"{prefix}{m}-spin", m, "spin", binary), (f"{prefix}{m}-adaptive", m, "adaptive", binary)]
     out = a.out or tempfile.mkdtemp(prefix="fwdcost.")
     os.makedirs(out, exist_ok=True)
     fw = paths.program("fwdcost")
     cycles = {c[0]: {"getppid": [], "write4k": []} for c in configs}
     hz = None
     for rep in range(a.repeat):
-        for name, mode, proxy in configs:             # interleaved
+        for name, mode, proxy, binary in configs:     # interleaved
             path = os.path.join(out, f"{name}.{rep}.json")
             cmd = [fw, "-n", str(a.samples), "--json", path]
-            if mode is None:
+            if name == "mailbox":
+                cmd[1:1] = ["-c", str(a.cpu), "--mailbox", str(server)]
+            elif mode is None:
                 cmd[1:1] = ["-c", str(a.cpu)]
             else:
-                cmd = [paths.detach_bin(), "run", "-c", str(a.cpu), "--mode", mode,
+                cmd = [binary, "run", "-c", str(a.cpu), "--mode", mode,
                        "--proxy", proxy, "--"] + cmd
             r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             if r.returncode:
@@ -54,15 +75,18 @@ def main(argv=None):
     ns = lambda c: c * 1e9 / hz
     print(f"# forwarded-call cost, {a.repeat} interleaved repetitions x {a.samples} calls, CPU {a.cpu}")
     print(f"# {time.strftime('%Y-%m-%d %H:%M:%S')}, kernel {os.uname().release}, raw JSON in {out}")
-    print("| call | configuration | p50 ns | p99 ns | p99.9 ns | max ns | p50 / native |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print("| call | configuration | p50 ns | p99 ns | p99.9 ns | max ns | p50 / native | p50 / mailbox | p99 / mailbox |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for call in ("getppid", "write4k"):
-        base = None
-        for name, _, _ in configs:
+        rows = {}
+        for name, *_ in configs:
             v = sorted(cycles[name][call])
-            row = [ns(pct(v, p)) for p in (50, 99, 99.9, 100)]
-            base = base or row[0]
-            print(f"| {call} | {name} | {row[0]:.0f} | {row[1]:.0f} | {row[2]:.0f} | {row[3]:.0f} | {row[0] / base:.1f} |")
+            rows[name] = [ns(pct(v, p)) for p in (50, 99, 99.9, 100)]
+        nat, mbx = rows["native"], rows["mailbox"]
+        for name, *_ in configs:
+            r = rows[name]
+            print(f"| {call} | {name} | {r[0]:.0f} | {r[1]:.0f} | {r[2]:.0f} | {r[3]:.0f} | "
+                  f"{r[0] / nat[0]:.2f} | {r[0] / mbx[0]:.2f} | {r[1] / mbx[1]:.2f} |")
 
 
 if __name__ == "__main__":

@@ -183,6 +183,19 @@ static const char *thread_self_path(struct dt_thread *t, const char *p)
 	return *p ? NULL : t->path;   /* NULL: too long */
 }
 
+/* Whether dt_dispatch carries nr out in general registers alone, so that
+ * the trampoline need not save the vector state (rewrite.c): a plain
+ * forward (forward(), proxy_forward, the wait) and gettid.  Rewritten paths
+ * use libc's string functions, which use vector registers; so do the
+ * special functions and watched threads (the trampoline checks those).
+ * Nothing on these paths may call into libc. */
+bool dispatch_general_only(long nr)
+{
+	const struct rule *r = &rules[nr];
+
+	return nr == SYS_gettid || (r->action == FORWARD && !r->path_arg);
+}
+
 long dt_dispatch(struct dt_thread *t, long nr, long a[6], ucontext_t *uc)
 {
 	const struct rule *r = (unsigned long)nr < DT_NR_SYSCALLS ? &rules[nr] : &rules[0];

@@ -38,7 +38,11 @@
 
 _Static_assert(offsetof(struct dt_thread, vfork_child) == 192, "T_VFORK_CHILD in trampoline.S");
 
+_Static_assert(DT_NR_SYSCALLS == 512, "NR_TABLE in trampoline.S");
+
 uint64_t dt_xsave_size DT_HIDDEN;
+/* trampoline.S: the calls whose dispatch uses general registers only */
+uint8_t dt_general_only[DT_NR_SYSCALLS] DT_HIDDEN;
 uint8_t dt_have_xsavec DT_HIDDEN;
 __thread void *dt_clone_ret DT_HIDDEN;   /* trampoline.S: a clone's way back */
 bool dt_rewrite_on DT_HIDDEN;
@@ -143,6 +147,8 @@ int rewrite_init(void)
 	page[SLED + 11] = 0xff;
 	page[SLED + 12] = 0xe3;
 	vdso_range();
+	for (long nr = 0; nr < DT_NR_SYSCALLS; nr++)
+		dt_general_only[nr] = dispatch_general_only(nr);
 	/* Execute-only where the CPU has protection keys; readable otherwise. */
 	if (sys_call3(SYS_mprotect, 0, 4096, PROT_EXEC) < 0)
 		return -EPERM;

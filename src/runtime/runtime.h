@@ -191,6 +191,8 @@ void stack_arm(struct dt_thread *t) DT_HIDDEN;
 void stack_disarm(struct dt_thread *t) DT_HIDDEN;
 void stack_of_program(struct dt_thread *t, stack_t *real) DT_HIDDEN;
 
+bool dispatch_general_only(long nr) DT_HIDDEN;
+
 /* rewrite.c */
 int rewrite_init(void) DT_HIDDEN;
 bool rewrite_site(struct dt_thread *t, uintptr_t site) DT_HIDDEN;

@@ -43,7 +43,9 @@
 #define T_STACK_HI      208
 #define T_APP_SS_LO     216
 #define T_APP_SS_HI     224
+#define T_OBSERVED      (T_APP_SS_HI + 8 + 24 + 1)   /* checked in stack.c */
 #define SITES           8192    /* rewrite.c's table */
+#define NR_TABLE        512     /* DT_NR_SYSCALLS */
 
 	.text
 	.globl dt_trampoline_entry
@@ -104,6 +106,23 @@ dt_trampoline_entry:
 	pushq %rax                      /* -56: nr */
 	pushq $0                        /* -64: retrap flag, set by C */
 	pushq $0                        /* -72: result */
+	/* A call that dt_dispatch carries out in general registers alone
+	 * (dispatch_general_only: a plain forward, gettid) on a detached
+	 * thread: the C code behind is built with -mgeneral-regs-only and
+	 * reaches no libc, so no vector register can change.  Anything else
+	 * may reach libc (string functions use AVX): all of it is saved. */
+	cmpq $NR_TABLE, %rax
+	jae .Lsave_vectors
+	leaq dt_general_only(%rip), %rcx
+	cmpb $0, (%rcx,%rax)
+	je .Lsave_vectors
+	cmpb $0, T_OBSERVED(%r11)
+	jne .Lsave_vectors
+	andq $-16, %rsp
+	call .Ldispatch
+	movq %rax, -72(%rbp)
+	jmp .Lrestore
+.Lsave_vectors:
 	andq $-64, %rsp                 /* xsave wants 64-byte alignment */
 	subq dt_xsave_size(%rip), %rsp
 	xorl %ecx, %ecx                 /* the header must start zeroed */
@@ -122,16 +141,12 @@ dt_trampoline_entry:
 	xsavec (%rsp)
 	jmp 2f
 1:	xsave (%rsp)
-2:	movq -56(%rbp), %rdi            /* nr */
-	leaq -48(%rbp), %rsi            /* args[6] */
-	leaq -64(%rbp), %rdx            /* retrap flag */
-	movq 8(%rbp), %rcx
-	movq 8+RED_ZONE(%rcx), %rcx     /* return address: site + 2 */
-	call dt_trampoline_dispatch
+2:	call .Ldispatch
 	movq %rax, -72(%rbp)
 	movl $-1, %eax
 	movl $-1, %edx
 	xrstor (%rsp)
+.Lrestore:
 	movq -48(%rbp), %rdi
 	movq -40(%rbp), %rsi
 	movq -32(%rbp), %rdx
@@ -161,6 +176,20 @@ dt_trampoline_entry:
 	popfq
 	leaq RED_ZONE(%rsp), %rsp       /* rsp -> return address, as on entry */
 	jmp dt_retrap_syscall
+
+	/* dt_trampoline_dispatch(nr, args, &retrap, return address), the
+	 * frame at rbp; one return address deeper, so the stack stays aligned
+	 * for the C call */
+.Ldispatch:
+	movq -56(%rbp), %rdi            /* nr */
+	leaq -48(%rbp), %rsi            /* args[6] */
+	leaq -64(%rbp), %rdx            /* retrap flag */
+	movq 8(%rbp), %rcx
+	movq 8+RED_ZONE(%rcx), %rcx     /* return address: site + 2 */
+	subq $8, %rsp
+	call dt_trampoline_dispatch
+	addq $8, %rsp
+	ret
 
 	/* Not a detached thread: is the return address a rewritten site
 	 * (rewrite.c's table, the same probe as table_has)?  Then the call

@@ -138,7 +138,14 @@ int rewrite_init(void)
 		page[i] = 0x0f;
 		page[i + 1] = 0x0b;
 	}
-	memset(page, 0x90, SLED);                 /* nop sled */
+	/* The sled: a call lands at any byte address nr and must slide to
+	 * SLED.  Plain nops cost one instruction a byte (400 for getppid);
+	 * blocks of 14 operand-size prefixes and a nop decode, from any byte
+	 * on, as one nop to the block's end (at most 15 bytes, the longest
+	 * instruction x86 allows; no immediate, so no length-changing-prefix
+	 * stall): a fifteenth of the instructions. */
+	for (int i = 0; i < SLED; i++)
+		page[i] = (char)((SLED - 1 - i) % 15 == 0 ? 0x90 : 0x66);
 	uint64_t entry = (uint64_t)dt_trampoline_entry;
 	page[SLED] = 0x49;                        /* movabs $entry, %r11 */
 	page[SLED + 1] = 0xbb;

@@ -1,5 +1,6 @@
 /* Description: the x87 control word, MXCSR and every ymm register hold
- * across 1,000,000 forwarded calls (getppid from one inline `syscall`) made
+ * across 1,000,000 forwarded calls (getppid from one inline `syscall`) and
+ * 10,000 timed waits (nanosleep, served by the runtime) made
  * under signal load (a SIGALRM itimer every 100 us whose handler uses the
  * vector registers itself), natively and detached.
  * Timeout: 600 */
@@ -9,20 +10,25 @@
 #include <sys/time.h>
 
 #define CALLS 1000000
+#define SLEEPS 10000
 
-/* long vec_loop(long n, const uint8_t *want, uint8_t *got, long ppid)
+/* long vec_loop(long n, const uint8_t *want, uint8_t *got, long expect,
+ *               long nr, long arg0)
  * Loads ymm0-15 from want[0..511], records the x87 control word and MXCSR
- * as they are into want[512..519], then n times: getppid, and every ymm,
+ * as they are into want[512..519], then n times: the call nr(arg0, 0)
+ * (expecting the result expect; when expect is 0, a sleep, also -EINTR:
+ * the timer interrupts it), and every ymm,
  * the control word and MXCSR stored to got[] and compared with want[]
  * (general registers only).  0: all held; i + 1: call i changed something
  * (got[] says what); -(i + 1): call i returned another value. */
-long vec_loop(long n, uint8_t *want, uint8_t *got, long ppid);
+long vec_loop(long n, uint8_t *want, uint8_t *got, long expect, long nr, long arg0);
 __asm__(
 	".text\n"
 	".globl vec_loop\n"
 	"vec_loop:\n"
-	"	push %rbx; push %r12; push %r13; push %r14; push %r15\n"
+	"	push %rbx; push %rbp; push %r12; push %r13; push %r14; push %r15\n"
 	"	mov %rdi, %r12; mov %rsi, %r13; mov %rdx, %r14; mov %rcx, %r15\n"
+	"	mov %r8, %rbp; push %r9\n"
 	"	.irp i,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n"
 	"	vmovdqu \\i*32(%r13), %ymm\\i\n"
 	"	.endr\n"
@@ -30,10 +36,15 @@ __asm__(
 	"	xor %ebx, %ebx\n"
 	"1:	cmp %r12, %rbx\n"
 	"	je 3f\n"
-	"	mov $110, %eax\n"                         /* getppid */
+	"	mov %rbp, %rax; mov (%rsp), %rdi; xor %esi, %esi\n"
 	"	syscall\n"
 	"	cmp %r15, %rax\n"
+	"	je 6f\n"
+	"	test %r15, %r15\n"                      /* expect 0: a sleep, EINTR too */
+	"	jnz 4f\n"
+	"	cmp $-4, %rax\n"
 	"	jne 4f\n"
+	"6:\n"
 	"	.irp i,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n"
 	"	vmovdqu %ymm\\i, \\i*32(%r14)\n"
 	"	.endr\n"
@@ -50,7 +61,7 @@ __asm__(
 	"4:	lea 1(%rbx), %rax\n"
 	"	neg %rax\n"
 	"5:	vzeroupper\n"
-	"	pop %r15; pop %r14; pop %r13; pop %r12; pop %rbx\n"
+	"	pop %r9; pop %r15; pop %r14; pop %r13; pop %r12; pop %rbp; pop %rbx\n"
 	"	ret\n");
 
 static volatile long ticks;
@@ -82,13 +93,17 @@ static int run(const char *where)
 	ticks = 0;
 	setitimer(ITIMER_REAL, &it, NULL);
 	__asm__ volatile("fldcw %0; ldmxcsr %1" : : "m"(cw), "m"(mxcsr));
-	r = vec_loop(CALLS, want, got, getppid());
+	r = vec_loop(CALLS, want, got, getppid(), SYS_getppid, 0);
+	if (r == 0) {                    /* timed waits: served by the runtime */
+		struct timespec ts = { 0, 1000 };
+		r = vec_loop(SLEEPS, want, got, 0, SYS_nanosleep, (long)&ts);
+	}
 	__asm__ volatile("fninit; ldmxcsr %0" : : "m"((uint32_t){ 0x1f80 }));
 	setitimer(ITIMER_REAL, &off, NULL);
-	printf("%s: %d calls, %ld signals handled during them: %s\n", where, CALLS, ticks,
+	printf("%s: %d calls and %d 1 us nanosleeps, %ld signals handled during them: %s\n", where, CALLS, SLEEPS, ticks,
 	       r == 0 ? "every register held" : "changed");
 	if (r < 0)
-		fprintf(stderr, "%s: call %ld returned another value than getppid\n", where, -r - 1);
+		fprintf(stderr, "%s: call %ld returned another value than expected\n", where, -r - 1);
 	if (r > 0) {
 		for (int i = 0; i < 16; i++)
 			if (memcmp(want + 32 * i, got + 32 * i, 32))

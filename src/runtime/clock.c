@@ -13,7 +13,10 @@
  * signals.c) ends it with EINTR, as nanosleep and poll always do. */
 #include "runtime/runtime.h"
 
+#include <elf.h>
 #include <errno.h>
+#include <string.h>
+#include <sys/auxv.h>
 #include <poll.h>
 #include <sys/select.h>
 #include <sys/syscall.h>
@@ -26,12 +29,49 @@ static inline uint64_t ts_ns(const struct timespec *ts)
 	return (uint64_t)ts->tv_sec * 1000000000ull + (uint64_t)ts->tv_nsec;
 }
 
+/* The vDSO's clock_gettime, called directly: the kernel builds it without
+ * vector instructions, so a timed wait runs in general registers alone and
+ * the trampoline saves no vector state for it (dispatch_general_only): no
+ * xrstor between the deadline and the program.  libc's wrapper otherwise. */
+static int (*vdso_gettime)(clockid_t, struct timespec *);
+
+void clock_init(void)
+{
+	const char *base = (const char *)getauxval(AT_SYSINFO_EHDR);
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)base;
+
+	if (!base || !eh->e_shoff)
+		return;
+	const Elf64_Shdr *sh = (const Elf64_Shdr *)(base + eh->e_shoff);
+	const Elf64_Phdr *ph = (const Elf64_Phdr *)(base + eh->e_phoff);
+	for (int i = 0; i < eh->e_phnum; i++)      /* linked at 0, as x86's is */
+		if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr != ph[i].p_offset)
+			return;
+	for (int i = 0; i < eh->e_shnum; i++) {
+		if (sh[i].sh_type != SHT_DYNSYM || sh[i].sh_link >= eh->e_shnum)
+			continue;
+		const Elf64_Sym *sym = (const Elf64_Sym *)(base + sh[i].sh_offset);
+		const char *str = base + sh[sh[i].sh_link].sh_offset;
+		for (size_t k = 0; k < sh[i].sh_size / sizeof(*sym); k++)
+			if (sym[k].st_shndx != SHN_UNDEF && !strcmp(str + sym[k].st_name, "__vdso_clock_gettime"))
+				vdso_gettime = (int (*)(clockid_t, struct timespec *))(base + sym[k].st_value);
+	}
+}
+
+bool timed_wait_general_only(void)
+{
+	return vdso_gettime != NULL;
+}
+
 /* The clock, through the vDSO. */
 static uint64_t clock_ns(clockid_t clk)
 {
 	struct timespec ts;
 
-	clock_gettime(clk, &ts);
+	if (vdso_gettime)
+		vdso_gettime(clk, &ts);
+	else
+		clock_gettime(clk, &ts);
 	return ts_ns(&ts);
 }
 

@@ -185,7 +185,8 @@ static const char *thread_self_path(struct dt_thread *t, const char *p)
 
 /* Whether dt_dispatch carries nr out in general registers alone, so that
  * the trampoline need not save the vector state (rewrite.c): a plain
- * forward (forward(), proxy_forward, the wait) and gettid.  Rewritten paths
+ * forward (forward(), proxy_forward, the wait), gettid, and the sleeps
+ * when clock.c reads the clock through the vDSO directly.  Rewritten paths
  * use libc's string functions, which use vector registers; so do the
  * special functions and watched threads (the trampoline checks those).
  * Nothing on these paths may call into libc. */
@@ -193,6 +194,8 @@ bool dispatch_general_only(long nr)
 {
 	const struct rule *r = &rules[nr];
 
+	if ((nr == SYS_nanosleep || nr == SYS_clock_nanosleep) && timed_wait_general_only())
+		return true;                    /* do_sleep, clock.c: the vDSO's clock only */
 	return nr == SYS_gettid || (r->action == FORWARD && !r->path_arg);
 }
 

@@ -154,6 +154,7 @@ int rewrite_init(void)
 	page[SLED + 11] = 0xff;
 	page[SLED + 12] = 0xe3;
 	vdso_range();
+	clock_init();
 	for (long nr = 0; nr < DT_NR_SYSCALLS; nr++)
 		dt_general_only[nr] = dispatch_general_only(nr);
 	/* Execute-only where the CPU has protection keys; readable otherwise. */

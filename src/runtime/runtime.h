@@ -176,6 +176,8 @@ void intercept_end_with_eintr(ucontext_t *uc) DT_HIDDEN;
 long dt_dispatch(struct dt_thread *t, long nr, long a[6], ucontext_t *uc) DT_HIDDEN;
 
 /* clock.c: timed waits served in user space */
+void clock_init(void) DT_HIDDEN;
+bool timed_wait_general_only(void) DT_HIDDEN;
 bool timed_wait_clock_ok(clockid_t clk) DT_HIDDEN;
 long timed_wait_until(struct dt_thread *t, clockid_t clk, uint64_t deadline_ns) DT_HIDDEN;
 long timed_sleep(struct dt_thread *t, clockid_t clk, int flags, const struct timespec *req,

@@ -165,4 +165,5 @@ static void sigsys_handler(int sig, siginfo_t *si, void *ctx)
 	a[4] = g[REG_R8];
 	a[5] = g[REG_R9];
 	g[REG_RAX] = dt_dispatch(t, si->si_syscall, a, uc);
+	stack_on_return(t, uc);
 }

@@ -187,11 +187,15 @@ long timed_select(struct dt_thread *t, struct timeval *tv) DT_HIDDEN;
 long timed_ppoll(struct dt_thread *t, struct timespec *ts) DT_HIDDEN;
 
 /* stack.c */
+#ifndef SS_AUTODISARM
+#define SS_AUTODISARM (1u << 31)   /* linux/signal.h: glibc does not define it */
+#endif
 void stack_give(struct dt_thread *t) DT_HIDDEN;
 void stack_return(struct dt_thread *t) DT_HIDDEN;
 void stack_arm(struct dt_thread *t) DT_HIDDEN;
 void stack_disarm(struct dt_thread *t) DT_HIDDEN;
-void stack_of_program(struct dt_thread *t, stack_t *real) DT_HIDDEN;
+void stack_real(const struct dt_thread *t, stack_t *real) DT_HIDDEN;
+void stack_on_return(const struct dt_thread *t, ucontext_t *uc) DT_HIDDEN;
 
 bool dispatch_general_only(long nr) DT_HIDDEN;
 

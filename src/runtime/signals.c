@@ -7,10 +7,6 @@
 #include <string.h>
 #include <sys/syscall.h>
 
-#ifndef SS_AUTODISARM
-#define SS_AUTODISARM (1u << 31)   /* linux/signal.h */
-#endif
-
 extern char __start_detach_wait[], __stop_detach_wait[] DT_HIDDEN;
 
 long do_sigreturn(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
@@ -141,8 +137,8 @@ long do_sigprocmask(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
  * stack (stack.c) is installed when the program has none, and never shown.
  * Applied through the trap's frame (rewrite mode sends the call to the trap
  * path): the handler runs on an alternate stack, where the kernel refuses a
- * change, and rt_sigreturn installs the frame's uc_stack when it returns to
- * the program.  The checks are the kernel's (kernel/signal.c, do_sigaltstack). */
+ * change; every trap's return writes stack_real() into its frame's
+ * uc_stack (intercept.c), which rt_sigreturn installs.  The checks are the kernel's (kernel/signal.c, do_sigaltstack). */
 long do_sigaltstack(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
 	const stack_t *ss = (const stack_t *)a[0];
@@ -174,10 +170,19 @@ long do_sigaltstack(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 				return -ENOMEM;
 			want.ss_flags &= SS_AUTODISARM;
 		}
+		/* Until rt_sigreturn installs the new stack, the old one (ours,
+		 * when the program had none) stays the kernel's alternate stack
+		 * and this handler runs on it: a signal taken from here on would
+		 * reach the program's handler on a stack that sigaltstack no
+		 * longer reports (Go: "handler not on signal stack").  Every
+		 * signal waits until then (rt_sigreturn restores the frame's
+		 * mask); blocked before the change becomes visible. */
+		uint64_t all = ~0ull;
+		sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &all, NULL, 8);
 		t->app_ss = want;
 		t->app_ss_lo = mode == SS_DISABLE ? 0 : (uintptr_t)want.ss_sp;
 		t->app_ss_hi = mode == SS_DISABLE ? 0 : (uintptr_t)want.ss_sp + want.ss_size;
-		stack_of_program(t, &uc->uc_stack);
+		{ char m[128]; int n = snprintf(m, sizeof m, "DBG set sp %lx uc_stack %lx size %lx flags %x ucflags %lx\n", (long)sp, (long)uc->uc_stack.ss_sp, (long)uc->uc_stack.ss_size, uc->uc_stack.ss_flags, (long)uc->uc_flags); sys_call3(SYS_write, 2, (long)m, n); }
 	}
 	if (oss)
 		*oss = old;

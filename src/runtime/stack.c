@@ -29,6 +29,8 @@
 #include <sys/syscall.h>
 
 #define STACK_SIZE (256 * 1024)
+/* the lower half is the alternate (signal) stack, the upper the trampoline's */
+#define STACK_SIGNAL_SIZE (STACK_SIZE / 2)
 #define GUARD 4096
 #define POOL 16
 
@@ -95,23 +97,62 @@ void stack_return(struct dt_thread *t)
 	 * pages only) */
 }
 
-/* The thread starts taking traps: our stack becomes its alternate signal
- * stack unless the program set one, which is kept as the program's. */
+/* The stack the kernel holds as the thread's alternate stack: the
+ * program's, or the signal half of ours when the program has none; always
+ * with SS_AUTODISARM, so that a thread inside any handler has none armed.
+ * That is what lets a change take effect: rt_sigreturn installs the
+ * frame's uc_stack only when the thread does not run on an armed alternate
+ * stack (the kernel's on_sig_stack check, seen on 6.18), and our handler
+ * always runs on one.  It changes nothing else a program can see: inside a
+ * handler a nested signal lands below the current frame either way, and
+ * outside handlers nothing runs on an alternate stack but the trampoline,
+ * whose half of ours is not the signal half. */
+void stack_real(const struct dt_thread *t, stack_t *real)
+{
+	if (t->app_ss.ss_flags & SS_DISABLE) {
+		real->ss_sp = (void *)t->stack_lo;
+		real->ss_size = STACK_SIGNAL_SIZE;
+	} else {
+		real->ss_sp = t->app_ss.ss_sp;
+		real->ss_size = t->app_ss.ss_size;
+	}
+	real->ss_flags = SS_AUTODISARM;
+}
+
+/* A trap returns (uc is its frame): rt_sigreturn installs uc_stack.  To
+ * code that runs on no alternate stack it is stack_real(), the stack the
+ * program wants now (after a sigaltstack, or a handler that siglongjmp'ed
+ * away and left the stack disarmed).  To a handler on an alternate stack
+ * the frame keeps what the kernel saved (disarmed): armed there, the next
+ * signal would be written at the top of the stack that handler and the
+ * traps under it run on. */
+void stack_on_return(const struct dt_thread *t, ucontext_t *uc)
+{
+	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+
+	if (sp - t->stack_lo < STACK_SIZE || sp - t->app_ss_lo < t->app_ss_hi - t->app_ss_lo)
+		return;
+	stack_real(t, &uc->uc_stack);
+}
+
+/* The thread starts taking traps: the program's alternate stack, if it set
+ * one, is kept as the program's, and stack_real() is installed. */
 void stack_arm(struct dt_thread *t)
 {
-	stack_t cur, mine = { .ss_sp = (void *)t->stack_lo, .ss_size = STACK_SIZE, .ss_flags = 0 };
+	stack_t cur, real;
 
 	sys_call2(SYS_sigaltstack, NULL, &cur);
-	if (!(cur.ss_flags & SS_DISABLE) && cur.ss_sp != mine.ss_sp) {
+	if (!(cur.ss_flags & SS_DISABLE) && (uintptr_t)cur.ss_sp != t->stack_lo) {
 		t->app_ss = cur;
 		t->app_ss.ss_flags &= ~SS_ONSTACK;
 		t->app_ss_lo = (uintptr_t)cur.ss_sp;
 		t->app_ss_hi = (uintptr_t)cur.ss_sp + cur.ss_size;
-		return;
+	} else {
+		t->app_ss = (stack_t){ .ss_sp = NULL, .ss_size = 0, .ss_flags = SS_DISABLE };
+		t->app_ss_lo = t->app_ss_hi = 0;
 	}
-	t->app_ss = (stack_t){ .ss_sp = NULL, .ss_size = 0, .ss_flags = SS_DISABLE };
-	t->app_ss_lo = t->app_ss_hi = 0;
-	sys_call2(SYS_sigaltstack, &mine, NULL);
+	stack_real(t, &real);
+	sys_call2(SYS_sigaltstack, &real, NULL);
 }
 
 /* The thread stops taking traps (dt_attach): the program's alternate stack
@@ -120,17 +161,4 @@ void stack_arm(struct dt_thread *t)
 void stack_disarm(struct dt_thread *t)
 {
 	sys_call2(SYS_sigaltstack, &t->app_ss, NULL);
-}
-
-/* The stack a program's sigaltstack(2) installs for real: the program's, or
- * ours when it disables its own. */
-void stack_of_program(struct dt_thread *t, stack_t *real)
-{
-	if (t->app_ss.ss_flags & SS_DISABLE) {
-		real->ss_sp = (void *)t->stack_lo;
-		real->ss_size = STACK_SIZE;
-		real->ss_flags = 0;
-	} else {
-		*real = t->app_ss;
-	}
 }

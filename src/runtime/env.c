@@ -27,25 +27,42 @@ static bool starts_with_var(const char *entry, const char *name)
 
 /* `detach pid`: the contract arrives as "NAME=value" lines from outside,
  * not in the environment (__dt_pid_start, init.c).  From then on it is read
- * from here and passed on by execve as if `detach run` had set it. */
+ * from here and passed on by execve as if `detach run` had set it.  A later
+ * contract (a move to another CPU) replaces the variables it names and
+ * keeps the others. */
 static bool adopted;
 
 int env_adopt(const char *contract, const char *lib)
 {
 	static const char *const vars[] = CONTRACT_VARS;
 
-	nsaved = 0;                       /* this contract replaces any other */
 	for (const char *l = contract; l && *l; l += strcspn(l, "\n"), l += *l == '\n') {
 		size_t len = strcspn(l, "\n");
-		for (size_t i = 0; i < CONTRACT_NVARS && nsaved < CONTRACT_NVARS; i++)
-			if (starts_with_var(l, vars[i])) {
-				if (!(saved[nsaved] = strndup(l, len)))
-					return -ENOMEM;
+		for (size_t i = 0; i < CONTRACT_NVARS; i++) {
+			if (!starts_with_var(l, vars[i]))
+				continue;
+			int at = 0;
+			while (at < nsaved && !starts_with_var(saved[at], vars[i]))
+				at++;
+			if (at == CONTRACT_NVARS)
+				break;
+			char *v = strndup(l, len);
+			if (!v)
+				return -ENOMEM;
+			if (at < nsaved)
+				free(saved[at]);     /* every entry is ours (strndup, malloc) */
+			else
 				nsaved++;
-			}
+			saved[at] = v;
+		}
 	}
-	if (!(runtime_path = strdup(lib)))
-		return -ENOMEM;
+	if (lib) {
+		free(runtime_path);
+		if (!(runtime_path = strdup(lib)))
+			return -ENOMEM;
+	}
+	/* variables taken from the environment (a `detach run` program) stay:
+	 * env_get reads them all from here now */
 	adopted = true;
 	return 0;
 }

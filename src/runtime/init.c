@@ -146,29 +146,30 @@ __attribute__((constructor)) static void dt_init(void)
 	start_threads();
 }
 
-/* `detach pid` (src/cli/pid.c): loaded by dlopen into a running program,
- * called on the thread to detach with the contract `detach run` would have
- * put in the environment, as "NAME=value" lines, and the runtime's own
- * path (for execve).  Returns 0 or -errno; never exits the program. */
-__attribute__((visibility("default"))) int __dt_pid_start(const char *contract, const char *lib)
+/* `detach pid` and `detach ctl` (src/cli/pid_op.c): loaded by dlopen into a
+ * running program, called on the thread to detach with the contract
+ * `detach run` would have put in the environment, as "NAME=value" lines,
+ * and the runtime's own path (for execve); cpu is one of the contract's
+ * CPUs, or -1 for the first free one.  Called again (after dt_attach) to
+ * move the thread, with the variables that change for its execve (or
+ * NULL).  Returns 0 or -errno; never exits the program. */
+__attribute__((visibility("default"))) int __dt_pid_start(const char *contract, const char *lib, int cpu)
 {
-	cpu_set_t none;
-	int err, cpu;
+	int err;
 
 	if (dt_self && !dt_self->observed)
 		return -EALREADY;
+	if (contract && (err = env_adopt(contract, lib)))
+		return err;
 	if (!dt_cfg.active) {
-		if ((err = env_adopt(contract, lib)))
-			return err;
 		if (!read_contract())
 			return -EINVAL;
 		if ((err = runtime_start()))
 			return err;
 	}
-	CPU_ZERO(&none);
-	for (cpu = 0; cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &dt_cfg.cpus); cpu++)
-		;
-	if (cpu == CPU_SETSIZE || CPU_EQUAL(&dt_cfg.cpus, &none) || (cpu = claim_cpu(cpu)) < 0)
+	if (cpu >= CPU_SETSIZE || (cpu >= 0 && !CPU_ISSET(cpu, &dt_cfg.cpus)))
+		return -EINVAL;
+	if ((cpu = claim_cpu(cpu)) < 0)
 		return -EBUSY;
 	detach_thread(dt_self, cpu);
 	return 0;

@@ -35,6 +35,10 @@ static inline void t_reexec_detached(int argc, char **argv, const char *const *e
 	if (!bin)
 		t_skip("DETACH_BIN is not set: run through tests/run.sh");
 	setenv("T_DETACHED", "1", 1);
+	/* the runtime takes DETACH_MODE out of the program's environment:
+	 * t_detached_done learns the mode asked for from T_MODE */
+	if (getenv("DETACH_MODE"))
+		setenv("T_MODE", getenv("DETACH_MODE"), 1);
 	args[n++] = (char *)bin;
 	args[n++] = "run";
 	args[n++] = "-c";
@@ -187,12 +191,13 @@ static inline pid_t t_main_tid(void)
 }
 
 /* The end of a test that ran detached: in rewrite mode (DETACH_MODE, set
- * by the runner's second pass) the runtime must really have rewritten:
+ * by the runner's second pass, passed on as T_MODE by t_reexec_detached
+ * since the runtime scrubs DETACH_MODE) the runtime must really have rewritten:
  * sites > 0, and no more traps than sites but at sites it refused.  A
  * runtime that fell back to sud silently fails here. */
 static inline int t_detached_done(void)
 {
-	const char *mode = getenv("DETACH_MODE"), *bin = getenv("DETACH_BIN");
+	const char *mode = getenv("T_MODE"), *bin = getenv("DETACH_BIN");
 	char cmd[512], line[4096];
 	long long sites = -1, refused = 0, traps = -1, trefused = 0;
 	bool is_rewrite = false;

@@ -28,8 +28,11 @@ struct dt_thread_stats {
 	volatile uint64_t traps;        /* Syscall User Dispatch traps at program sites */
 	volatile uint64_t retraps;      /* rewrite mode: calls sent to the trap path on purpose */
 	volatile uint64_t sites_rewritten;
-	volatile uint64_t sites_refused; /* left trapping: vDSO, red zone, cache line */
+	volatile uint64_t sites_refused; /* left trapping: vDSO, red zone, unreadable */
 	volatile uint64_t traps_refused; /* traps at those sites (rewrite mode) */
+	volatile uint64_t sync_cores;   /* membarrier SYNC_CORE of its rewrites: IPIs to
+					 * every CPU running the process (warm-up only) */
+	volatile uint64_t int3_hits;    /* its calls that met a site's int3 mid-rewrite */
 	volatile uint64_t per_nr[DT_NR_SYSCALLS];
 	struct kernel_counters at_detach;   /* the kernel's figures when detached */
 	struct kernel_counters at_exit;     /* ... and when it exited or attached */

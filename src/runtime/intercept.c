@@ -15,7 +15,11 @@
  *
  * In rewrite mode the handler also rewrites the site that trapped
  * (rewrite.c), and takes the calls the trampoline sends back on purpose
- * because they need a signal frame (retraps).
+ * because they need a signal frame (retraps).  SIGTRAP is the runtime's
+ * too in rewrite mode: a thread that meets the int3 of a site being
+ * rewritten is sent on by it; every other SIGTRAP goes where the program
+ * wanted it.  A debugger's breakpoints never reach it: the tracer takes
+ * those SIGTRAPs before any handler runs.
  */
 #include "runtime/runtime.h"
 
@@ -38,8 +42,11 @@
 /* What the program asked for SIGSYS: the runtime owns the real handler and
  * keeps the program's wish here (signals.c: do_sigaction). */
 struct ksigaction dt_app_sigsys;
+/* The same for SIGTRAP, in rewrite mode */
+struct ksigaction dt_app_sigtrap;
 
 static void sigsys_handler(int sig, siginfo_t *si, void *ctx);
+static void sigtrap_handler(int sig, siginfo_t *si, void *ctx);
 
 /* SA_NODEFER: a program's signal handler that runs on top of our wait for a
  * forwarded call and makes a system call traps again, inside this handler;
@@ -59,11 +66,38 @@ static const struct ksigaction sigsys_action = {
 	.mask = 0,
 };
 
+/* SIGTRAP (rewrite mode): as SIGSYS, on our stack, and never deferred,
+ * since a thread may meet a pending int3 again inside a handler. */
+static const struct ksigaction sigtrap_action = {
+	.handler = (void *)sigtrap_handler,
+	.flags = SA_SIGINFO | SA_NODEFER | SA_RESTART | SA_ONSTACK | SA_RESTORER,
+	.restorer = (void *)sys_sigreturn_restorer,
+	.mask = 0,
+};
+
 int intercept_install(void)
 {
 	long r = sys_call4(SYS_rt_sigaction, SIGSYS, &sigsys_action, &dt_app_sigsys, 8);
 
+	if (r >= 0 && dt_rewrite_on)
+		r = sys_call4(SYS_rt_sigaction, SIGTRAP, &sigtrap_action, &dt_app_sigtrap, 8);
 	return r < 0 ? (int)r : 0;
+}
+
+/* Before a site is staged with int3 (rewrite.c): is the kernel's SIGTRAP
+ * action ours?  A thread that is not detached calls sigaction natively and
+ * may have replaced it; its action is then the program's wish, and ours goes
+ * back.  False: it cannot be installed, the site is not staged. */
+bool intercept_own_sigtrap(void)
+{
+	struct ksigaction cur;
+
+	if (sys_call4(SYS_rt_sigaction, SIGTRAP, NULL, &cur, 8) < 0)
+		return false;
+	if (cur.handler == sigtrap_action.handler)
+		return true;
+	dt_app_sigtrap = cur;
+	return sys_call4(SYS_rt_sigaction, SIGTRAP, &sigtrap_action, NULL, 8) == 0;
 }
 
 /* The context of a signal that interrupted a system call the kernel is
@@ -105,28 +139,56 @@ void intercept_disarm(struct dt_thread *t)
 	stack_disarm(t);
 }
 
-/* A SIGSYS that is no Syscall User Dispatch trap and no proxy interrupt
- * (seccomp's SECCOMP_RET_TRAP, a kill -SYS) goes where the program wanted it. */
-static void chain_app_sigsys(int sig, siginfo_t *si, void *ctx)
+/* A signal of ours that is not for the runtime (a SIGSYS that is no
+ * Syscall User Dispatch trap nor proxy interrupt: seccomp's
+ * SECCOMP_RET_TRAP, a kill -SYS; a SIGTRAP that is no pending patch: the
+ * program's own int3, a kill -TRAP) goes where the program wanted it, as
+ * the kernel would have delivered it. */
+static void chain_app(struct ksigaction *app, int sig, siginfo_t *si, void *ctx)
 {
-	void *h = dt_app_sigsys.handler;
+	void *h = app->handler;
+	unsigned long flags = app->flags;
+	uint64_t mask = app->mask & ~((1ull << (SIGSYS - 1)) | (1ull << (SIGTRAP - 1)));
 
-	if (h == SIG_IGN)
+	/* A trap the kernel raises (int3) cannot be ignored: force_sig makes
+	 * an ignored one take the default action. */
+	if (h == SIG_IGN && !(sig == SIGTRAP && si->si_code == SI_KERNEL))
 		return;
+	if (h == SIG_IGN)
+		h = SIG_DFL;
 	/* The program's handler is about to run: our SA_RESTART is not its */
-	if (h != SIG_DFL && !(dt_app_sigsys.flags & SA_RESTART) && intercept_restart_pending(ctx))
+	if (h != SIG_DFL && !(flags & SA_RESTART) && intercept_restart_pending(ctx))
 		intercept_end_with_eintr(ctx);
 	if (h == SIG_DFL) {
 		/* The default action: restore it and let the signal kill us. */
 		struct ksigaction dfl = { .handler = SIG_DFL };
-		sys_call4(SYS_rt_sigaction, SIGSYS, &dfl, NULL, 8);
-		sys_call3(SYS_tgkill, sys_call0(SYS_getpid), sys_call0(SYS_gettid), SIGSYS);
+		sys_call4(SYS_rt_sigaction, sig, &dfl, NULL, 8);
+		sys_call3(SYS_tgkill, sys_call0(SYS_getpid), sys_call0(SYS_gettid), sig);
 		return;
 	}
-	if (dt_app_sigsys.flags & SA_SIGINFO)
+	if (flags & SA_RESETHAND)
+		app->handler = SIG_DFL;
+	/* The handler's mask, as the kernel would block it (our own two
+	 * signals stay open: see sigsys_action); our rt_sigreturn restores the
+	 * frame's. */
+	if (mask)
+		sys_call4(SYS_rt_sigprocmask, SIG_BLOCK, &mask, NULL, 8);
+	if (flags & SA_SIGINFO)
 		((void (*)(int, siginfo_t *, void *))h)(sig, si, ctx);
 	else
 		((void (*)(int))h)(sig);
+}
+
+/* A thread met the int3 of a site being rewritten (rewrite.c stages the
+ * patch with it), or a SIGTRAP that is the program's. */
+static void sigtrap_handler(int sig, siginfo_t *si, void *ctx)
+{
+	if (si->si_code == SI_KERNEL && rewrite_int3(ctx)) {
+		if (dt_self)
+			dt_self->stats->int3_hits++;
+		return;
+	}
+	chain_app(&dt_app_sigtrap, sig, si, ctx);
 }
 
 static void sigsys_handler(int sig, siginfo_t *si, void *ctx)
@@ -140,7 +202,7 @@ static void sigsys_handler(int sig, siginfo_t *si, void *ctx)
 		if (dt_is_proxy && si->si_code == SI_QUEUE && si->si_pid == dt_cfg.pid)
 			proxy_interrupt_taken(uc);
 		else
-			chain_app_sigsys(sig, si, ctx);
+			chain_app(&dt_app_sigsys, sig, si, ctx);
 		return;
 	}
 	if (!t)

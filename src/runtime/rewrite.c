@@ -8,10 +8,19 @@
  * dt_trampoline_dispatch below.  From then on a call from that site reaches
  * the runtime without entering the kernel.
  *
+ * The two bytes change under other threads that may be running them, so
+ * they change as the kernel changes its own live text (text_poke_bp):
+ * int3 on the first byte, serialize every CPU, the second byte, serialize,
+ * the first byte.  Any thread fetches `syscall`, `int3`+tail or `call *%rax`,
+ * never a mix, wherever the bytes sit (across a cache line, across a page).
+ * A thread that meets the int3 is sent on as if the new instruction had run
+ * (rewrite_int3, from the runtime's SIGTRAP handler in intercept.c).
+ *
  * What is never rewritten (the site keeps trapping, which always works):
  *   - the vDSO, and a site whose code cannot be read (process_vm_readv);
- *   - a site whose two bytes straddle a cache line (the store that swaps
- *     them would not be atomic for threads running the code meanwhile);
+ *   - without membarrier SYNC_CORE (Linux < 4.16), a site whose two bytes
+ *     straddle a cache line: only the single 2-byte store is left, and it
+ *     is atomic within a line only;
  *   - the red-zone policy: `call` pushes 8 bytes below rsp, where a leaf
  *     function may keep data across the syscall.  A site is left alone when
  *     the code within RZ_BEFORE bytes before it or RZ_AFTER bytes after it
@@ -26,6 +35,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <string.h>
+#include <linux/membarrier.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
@@ -60,6 +70,8 @@ volatile uintptr_t dt_rewritten_sites[SITES] DT_HIDDEN;
 static unsigned rewritten_count;         /* under patch_lock */
 static volatile int patch_lock;
 static uintptr_t vdso_lo, vdso_hi;    /* never rewritten: the kernel's own code */
+/* membarrier SYNC_CORE is registered: a patch is staged with int3 */
+static bool can_serialize;
 
 static inline size_t slot_of(uintptr_t a)
 {
@@ -157,6 +169,10 @@ int rewrite_init(void)
 	clock_init();
 	for (long nr = 0; nr < DT_NR_SYSCALLS; nr++)
 		dt_general_only[nr] = dispatch_general_only(nr);
+	/* Registered once per address space (an execve's new one too): from
+	 * then on MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE makes every CPU
+	 * that runs a thread of ours execute a core-serializing instruction. */
+	can_serialize = sys_call3(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0) == 0;
 	/* Execute-only where the CPU has protection keys; readable otherwise. */
 	if (sys_call3(SYS_mprotect, 0, 4096, PROT_EXEC) < 0)
 		return -EPERM;
@@ -240,7 +256,7 @@ static const char *refusal(uintptr_t site)
 
 	if (site >= vdso_lo && site < vdso_hi)
 		return "vdso";
-	if ((site & 63) == 63)
+	if ((site & 63) == 63 && !can_serialize)
 		return "crosses a cache line";
 	n = read_window(site, code, &lo);
 	at = site - lo;
@@ -251,6 +267,48 @@ static const char *refusal(uintptr_t site)
 	if (touches_red_zone(code, code + n))
 		return "red zone";
 	return NULL;
+}
+
+/* Every CPU that runs a thread of this process executes a serializing
+ * instruction before this returns: none still decodes the bytes it fetched
+ * before our last store.  It interrupts (IPI) every such CPU, the detached
+ * CPUs of other detached threads included: only while sites are rewritten
+ * (warm-up), never in the steady state; counted in the statistics. */
+static void serialize_all(struct dt_thread *t)
+{
+	sys_call3(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0);
+	t->stats->sync_cores++;
+}
+
+/* The store itself, on a writable page.  Staged as text_poke_bp stages a
+ * change of live kernel text, so that a thread running the site meanwhile
+ * (another thread of the program, another detached thread) fetches one of
+ *   0f 05  syscall     the old instruction: runs (or traps) as before;
+ *   cc 05, cc d0       int3: SIGTRAP, and rewrite_int3 sends it on;
+ *   ff d0  call *%rax  the new one: already in the site table,
+ * never 0f d0 (#UD) or ff 05 (an increment of some memory).  The last
+ * store needs no serialization after it: a CPU that still decodes the int3
+ * is sent on by the handler, which stays valid for the site for good. */
+static void store_call(struct dt_thread *t, volatile uint8_t *b)
+{
+	if (!can_serialize) {
+		/* One atomic 2-byte store within a cache line (refusal() let
+		 * no other site through): what zpoline and lazypoline do. */
+		__atomic_store_n((volatile uint16_t *)b, (uint16_t)0xd0ff, __ATOMIC_RELEASE);
+		return;
+	}
+	__atomic_store_n(&b[0], (uint8_t)0xcc, __ATOMIC_RELEASE);
+	serialize_all(t);
+	__atomic_store_n(&b[1], (uint8_t)0xd0, __ATOMIC_RELEASE);
+	serialize_all(t);
+	__atomic_store_n(&b[0], (uint8_t)0xff, __ATOMIC_RELEASE);
+}
+
+/* The protection of the page at addr as it is now: readable (refusal read
+ * it) and executable (the site ran); writable? */
+static int page_prot(uintptr_t addr)
+{
+	return PROT_READ | PROT_EXEC | (writable_own(addr) ? PROT_WRITE : 0);
 }
 
 /* The two bytes of a site become `call *%rax`, under patch_lock.  Nothing
@@ -264,15 +322,18 @@ static const char *refusal(uintptr_t site)
  *     trap handler that is the handler's, which its rt_sigreturn replaces
  *     by the frame's, as always;
  *   - the lock is only tried: a thread that finds another thread patching
- *     leaves its site trapping this time and rewrites it at a later trap. */
+ *     leaves its site trapping this time and rewrites it at a later trap.
+ * The two bytes may lie on two pages (a site at offset 4095): each keeps
+ * its own protection. */
 enum patch { PATCHED, BUSY, FAILED };
 
-static enum patch patch_site(uintptr_t site)
+static enum patch patch_site(struct dt_thread *t, uintptr_t site)
 {
-	uintptr_t page = site & ~4095ul;      /* a site never crosses a page: see refusal */
+	uintptr_t page = site & ~4095ul, last = (site + 1) & ~4095ul;
+	size_t len = last - page + 4096;
 	uint64_t all = ~0ull, old;
 	enum patch r = FAILED;
-	int prot;
+	int prot, prot_last;
 
 	sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &all, &old, 8);
 	if (__atomic_exchange_n(&patch_lock, 1, __ATOMIC_ACQUIRE)) {
@@ -283,25 +344,49 @@ static enum patch patch_site(uintptr_t site)
 		r = PATCHED;              /* another thread's trap rewrote it meanwhile */
 		goto out;
 	}
-	/* Readable (checked by refusal) and executable (it ran); writable? */
-	prot = PROT_READ | PROT_EXEC | (writable_own(site) ? PROT_WRITE : 0);
-	/* Writable and still executable: other threads may be running it. */
-	if (sys_call3(SYS_mprotect, page, 4096, prot | PROT_WRITE) < 0)
+	if (can_serialize && !intercept_own_sigtrap())
 		goto out;
-	if (*(volatile uint16_t *)site == 0x050f && rewritten_count < SITES / 2 && table_add(rewritten, site)) {
+	prot = page_prot(site);
+	prot_last = last == page ? prot : page_prot(last);
+	/* Writable and still executable: other threads may be running it. */
+	if (sys_call3(SYS_mprotect, page, len, PROT_READ | PROT_WRITE | PROT_EXEC) < 0)
+		goto out;
+	if (((volatile uint8_t *)site)[0] == 0x0f && ((volatile uint8_t *)site)[1] == 0x05 &&
+	    rewritten_count < SITES / 2 && table_add(rewritten, site)) {
+		/* Known before it changes: another thread may meet the int3
+		 * or take the new call the moment it is stored. */
 		rewritten_count++;
-		/* Known before it exists: another thread may take the new
-		 * call the moment it is stored.  One atomic 2-byte store
-		 * (within a cache line): a thread fetching the site sees
-		 * `syscall` or `call *%rax`, and both work. */
-		__atomic_store_n((volatile uint16_t *)site, (uint16_t)0xd0ff, __ATOMIC_RELEASE);
+		store_call(t, (volatile uint8_t *)site);
 		r = PATCHED;
 	}
-	sys_call3(SYS_mprotect, page, 4096, prot);      /* exactly as it was */
+	/* exactly as it was */
+	sys_call3(SYS_mprotect, page, 4096, prot);
+	if (last != page)
+		sys_call3(SYS_mprotect, last, 4096, prot_last);
 out:
 	__atomic_store_n(&patch_lock, 0, __ATOMIC_RELEASE);
 	sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, 8);
 	return r;
+}
+
+/* A SIGTRAP at rip: was it the int3 of a site being rewritten (rip is the
+ * byte after it)?  Then the thread is sent on as if the new instruction,
+ * `call *%rax`, had run (the kernel's int3_emulate_call): the return
+ * address pushed, rip at page 0's sled.  The site passed the red-zone
+ * policy, so the 8 bytes below rsp are free, as for the real call; the
+ * trampoline then does for this thread whatever a rewritten site does
+ * (detached: the runtime's call; any other thread: the system call). */
+bool rewrite_int3(ucontext_t *uc)
+{
+	greg_t *g = uc->uc_mcontext.gregs;
+	uintptr_t site = (uintptr_t)g[REG_RIP] - 1;
+
+	if (!dt_rewrite_on || !table_has(rewritten, site))
+		return false;
+	g[REG_RSP] -= 8;
+	*(uint64_t *)g[REG_RSP] = site + 2;
+	g[REG_RIP] = g[REG_RAX];
+	return true;
 }
 
 /* Called from the trap handler of a detached thread for the site that just
@@ -318,14 +403,14 @@ bool rewrite_site(struct dt_thread *t, uintptr_t site)
 		return true;
 	why = refusal(site);
 	if (!why) {
-		switch (patch_site(site)) {
+		switch (patch_site(t, site)) {
 		case PATCHED:
 			t->stats->sites_rewritten++;
 			return true;
 		case BUSY:
 			return false;
 		case FAILED:
-			why = "mprotect or table full";
+			why = "mprotect, SIGTRAP not ours, or table full";
 			break;
 		}
 	}

@@ -166,6 +166,8 @@ struct ksigaction {
 
 /* intercept.c */
 extern struct ksigaction dt_app_sigsys DT_HIDDEN;
+extern struct ksigaction dt_app_sigtrap DT_HIDDEN;
+bool intercept_own_sigtrap(void) DT_HIDDEN;
 int intercept_install(void) DT_HIDDEN;
 int intercept_arm(struct dt_thread *t) DT_HIDDEN;
 void intercept_disarm(struct dt_thread *t) DT_HIDDEN;
@@ -203,6 +205,7 @@ bool dispatch_general_only(long nr) DT_HIDDEN;
 int rewrite_init(void) DT_HIDDEN;
 bool rewrite_site(struct dt_thread *t, uintptr_t site) DT_HIDDEN;
 bool rewrite_is_retrap(uintptr_t call_addr) DT_HIDDEN;
+bool rewrite_int3(ucontext_t *uc) DT_HIDDEN;
 extern bool dt_rewrite_on DT_HIDDEN;
 
 /* proxy.c */

@@ -53,13 +53,15 @@ long do_sigaction(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	(void)uc;
 	if ((unsigned long)a[3] != 8)
 		return forward(t, nr, a);               /* the kernel says EINVAL */
-	if (a[0] == SIGSYS) {
-		/* SIGSYS carries our traps: keep the program's wish, answer from it. */
+	if (a[0] == SIGSYS || (a[0] == SIGTRAP && dt_rewrite_on)) {
+		/* SIGSYS carries our traps, SIGTRAP (rewrite mode) the int3 of
+		 * sites being rewritten: keep the program's wish, answer from it. */
+		struct ksigaction *app = a[0] == SIGSYS ? &dt_app_sigsys : &dt_app_sigtrap;
 		count(t, nr, &t->stats->emulated);
 		if (old)
-			memcpy(old, &dt_app_sigsys, sizeof(dt_app_sigsys));
+			memcpy(old, app, sizeof(*app));
 		if (a[1])
-			memcpy(&dt_app_sigsys, (void *)a[1], sizeof(dt_app_sigsys));
+			memcpy(app, (void *)a[1], sizeof(*app));
 		return 0;
 	}
 	memcpy(b, a, sizeof(b));

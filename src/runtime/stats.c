@@ -131,9 +131,12 @@ static void write_thread(struct json *j, const struct dt_thread_stats *s)
 	json_uint(j, "sites_rewritten", s->sites_rewritten);
 	json_uint(j, "sites_refused", s->sites_refused);
 	json_uint(j, "traps_refused", s->traps_refused);
+	json_uint(j, "sync_cores", s->sync_cores);
+	json_uint(j, "int3_hits", s->int3_hits);
 	/* the runtime's own account of kernel entries on the detached CPU:
-	 * a trap is two (the trap and its rt_sigreturn), a local call one */
-	json_uint(j, "kernel_entries", 2 * (s->traps + s->retraps) + s->local);
+	 * a trap or an int3 hit is two (the trap and its rt_sigreturn), a
+	 * local call or a membarrier one */
+	json_uint(j, "kernel_entries", 2 * (s->traps + s->retraps + s->int3_hits) + s->local + s->sync_cores);
 	/* while detached: the kernel's figures now, less those at detach time */
 	struct kernel_counters k = s->at_exit;
 	if (s->ended || kernel_counters_read(s->tid, &k) == 0) {

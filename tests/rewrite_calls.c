@@ -49,12 +49,7 @@ int main(int argc, char **argv)
 		return inner(10000000);
 	if (argc > 1 && !strcmp(argv[1], "sud"))
 		return 0;   /* the sud run: counted by its statistics */
-	if (geteuid() != 0) {
-		long min = -1;
-		read_long_file("/proc/sys/vm/mmap_min_addr", &min);
-		if (min != 0)
-			t_skip("rewrite mode needs root or vm.mmap_min_addr=0");
-	}
+	t_need_rewrite();
 
 	st = t_run_inner(argv[0], "rewrite", rewrite, stats, sizeof(stats), false);
 	t_check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rewrite run: status %#x", st);

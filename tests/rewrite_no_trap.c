@@ -210,12 +210,7 @@ int main(int argc, char **argv)
 		return open_close();
 	if (argc > 1 && !strcmp(argv[1], "race"))
 		return race();
-	if (geteuid() != 0) {
-		long min = -1;
-		read_long_file("/proc/sys/vm/mmap_min_addr", &min);
-		if (min != 0)
-			t_skip("rewrite mode needs root or vm.mmap_min_addr=0");
-	}
+	t_need_rewrite();
 	if (system("strace -V >/dev/null 2>&1") != 0)
 		t_skip("strace is not installed (tools/install-deps.sh)");
 

@@ -124,12 +124,7 @@ int main(int argc, char **argv)
 		__asm__ volatile("call *%0" : : "a"(fn) : "memory");
 		return 0;
 	}
-	if (geteuid() != 0) {
-		long min = -1;
-		read_long_file("/proc/sys/vm/mmap_min_addr", &min);
-		if (min != 0)
-			t_skip("rewrite mode needs root or vm.mmap_min_addr=0");
-	}
+	t_need_rewrite();
 	st = t_run_inner(argv[0], "inner", rewrite, stats, sizeof(stats), false);
 	t_check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "inner run: status %#x", st);
 	long long sites = t_stats_value(stats, "sites_rewritten"), refused = t_stats_value(stats, "sites_refused");

@@ -87,10 +87,24 @@ static int gdb_stops(const char *self, const char *prefix)
 	return exited ? stops : -1;
 }
 
+/* The wait status of a fork child that executes an int3 */
+static int int3_in_child(void)
+{
+	int st = -1;
+	pid_t p;
+
+	fflush(NULL);
+	p = fork();
+	if (p == 0) {
+		t_int3();
+		_exit(0);
+	}
+	return p > 0 && waitpid(p, &st, 0) == p ? st : -1;
+}
+
 static void handler_checks(void)
 {
 	struct sigaction sa = { 0 }, got;
-	pid_t p;
 	int st;
 
 	sa.sa_sigaction = on_trap;
@@ -118,23 +132,12 @@ static void handler_checks(void)
 	t_check(hits == 1, "SA_RESETHAND handler ran %d times", hits);
 	t_check(sigaction(SIGTRAP, NULL, &got) == 0 && got.sa_handler == SIG_DFL,
 		"after SA_RESETHAND the action is %p", (void *)got.sa_handler);
-	fflush(NULL);
-	p = fork();
-	if (p == 0) {
-		t_int3();
-		_exit(0);
-	}
-	t_check(waitpid(p, &st, 0) == p && WIFSIGNALED(st) && WTERMSIG(st) == SIGTRAP,
-		"int3 under the default action: wait status %#x", st);
+	st = int3_in_child();
+	t_check(WIFSIGNALED(st) && WTERMSIG(st) == SIGTRAP, "int3 under the default action: wait status %#x", st);
 	/* ignored: a trap the kernel raises takes the default action anyway */
 	signal(SIGTRAP, SIG_IGN);
-	p = fork();
-	if (p == 0) {
-		t_int3();
-		_exit(0);
-	}
-	t_check(waitpid(p, &st, 0) == p && WIFSIGNALED(st) && WTERMSIG(st) == SIGTRAP,
-		"int3 with SIGTRAP ignored: wait status %#x", st);
+	st = int3_in_child();
+	t_check(WIFSIGNALED(st) && WTERMSIG(st) == SIGTRAP, "int3 with SIGTRAP ignored: wait status %#x", st);
 	signal(SIGTRAP, SIG_DFL);
 }
 

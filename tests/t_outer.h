@@ -8,6 +8,18 @@
 
 #include <sys/wait.h>
 
+/* Skips a test of rewrite mode where page 0 cannot be mapped. */
+static inline void t_need_rewrite(void)
+{
+	long min = -1;
+
+	if (geteuid() == 0)
+		return;
+	read_long_file("/proc/sys/vm/mmap_min_addr", &min);
+	if (min != 0)
+		t_skip("rewrite mode needs root or vm.mmap_min_addr=0");
+}
+
 /* Returns the wait status; stats_path receives the statistics file name. */
 static inline int t_run_inner(char *self, const char *role, const char *const *extra,
 			      char *stats_path, size_t len, bool quiet_stderr)

@@ -48,6 +48,18 @@ RT_SO    := $(BUILD)/libdetach.so
 RT_CFLAGS := -mgeneral-regs-only -fno-reorder-blocks-and-partition \
              -fno-stack-protector -fvisibility=hidden -ftls-model=initial-exec
 
+# --- detach-rtl: the RTLinux API (include/detach/rtl.h, docs/rtl.md) ----------
+# A static library: its main() is linked only into programs that have none
+# (RTLinux modules), not into Linux peers that use it for mbuff_alloc.
+RTL_SRC  := $(wildcard src/rtl/*.c) $(wildcard src/rtl/*.S)
+RTL_OBJ  := $(patsubst %,$(BUILD)/%.o,$(basename $(RTL_SRC)))
+RTL_LIB  := $(BUILD)/libdetach-rtl.a
+FUSE_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null)
+FUSE_LIBS   := $(shell pkg-config --libs fuse3 2>/dev/null || echo -lfuse3)
+RTL_LIBS := $(RTL_LIB) -L$(BUILD) -ldetach $(FUSE_LIBS)
+RTL_EXAMPLES := $(patsubst examples/rtl/%.c,$(BUILD)/examples/rtl/%,$(wildcard examples/rtl/*.c)) \
+                $(patsubst tests/rtl/%.c,$(BUILD)/tests/rtl/%,$(wildcard tests/rtl/*.c))
+
 # --- the command -------------------------------------------------------------
 CLI_SRC  := $(wildcard src/cli/*.c)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
@@ -75,7 +87,7 @@ endif
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/*.c))
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
-all: $(CLI) $(RT_SO) $(BENCH) $(TESTS) $(EXAMPLES) $(EXTRA)
+all: $(CLI) $(RT_SO) $(RTL_LIB) $(BENCH) $(TESTS) $(EXAMPLES) $(RTL_EXAMPLES) $(EXTRA)
 
 $(BUILD)/%.o: %.c
 	$(call msg,CC,$<)
@@ -93,6 +105,20 @@ $(BUILD)/src/runtime/%.o: src/runtime/%.S
 	$(call msg,AS,$<)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/src/rtl/%.o: src/rtl/%.c
+	$(call msg,CC,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) $(FUSE_CFLAGS) -c -o $@ $<
+
+$(BUILD)/src/rtl/%.o: src/rtl/%.S
+	$(call msg,AS,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
+
+$(RTL_LIB): $(RTL_OBJ)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(LIBUTIL): $(LIB_OBJ)
 	$(call msg,AR,$@)
@@ -142,6 +168,23 @@ $(BUILD)/examples/%: examples/%.c $(RT_SO) include/detach/detach.h
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -o $@ $< -L$(BUILD) -ldetach -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
 
+# RTLinux programs (examples/rtl, tests/rtl/ for the shell tests,
+# tests/rtl_*.c): modules without main(), linked as
+# `cc prog.c $(pkg-config --libs detach-rtl)` links them.
+RTL_DEPS := $(RTL_LIB) $(RT_SO) include/detach/rtl.h
+$(BUILD)/examples/rtl/%: examples/rtl/%.c $(RTL_DEPS) $(wildcard examples/rtl/*.h)
+	$(call msg,CC,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(RTL_LIBS) -Wl,-rpath,'$$ORIGIN/../..' $(LDLIBS)
+$(BUILD)/tests/rtl/%: tests/rtl/%.c $(RTL_DEPS)
+	$(call msg,CC,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(RTL_LIBS) -Wl,-rpath,'$$ORIGIN/../..' $(LDLIBS)
+$(BUILD)/tests/rtl_%: tests/rtl_%.c $(RTL_DEPS) $(wildcard tests/*.h)
+	$(call msg,CC,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(RTL_LIBS) -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
+
 # Installs what the tests and benchmarks need on a fresh Debian machine, once.
 deps:
 	$(Q)tools/install-deps.sh
@@ -165,7 +208,7 @@ bench: deps
 INSTALL_VARS = DESTDIR='$(DESTDIR)' PREFIX='$(PREFIX)' VERSION='$(VERSION)' \
                SOVERSION='$(SOVERSION)' BUILD='$(BUILD)' NO_MANIFEST='$(NO_MANIFEST)' \
                SYSTEMD_UNIT_DIR='$(SYSTEMD_UNIT_DIR)'
-programs: $(CLI) $(RT_SO) $(BENCH)
+programs: $(CLI) $(RT_SO) $(RTL_LIB) $(BENCH)
 
 install: programs
 	$(Q)$(INSTALL_VARS) tools/install-tree.sh install

@@ -2,7 +2,8 @@
 # with the repository out of reach (hidden under an empty tmpfs in a mount
 # namespace of its own, environment emptied): `detach --version`, a `detach
 # run` whose thread the kernel shows pinned to the detached CPU, and `detach
-# bench --quick --no-plots`; `make uninstall` then leaves nothing behind.
+# bench --quick --no-plots`; an RTLinux example builds with the installed
+# pkg-config detach-rtl; `make uninstall` then leaves nothing behind.
 # Timeout: 400
 . "$(dirname "$0")/lib.sh"
 t_need_cpus 2
@@ -20,6 +21,16 @@ for f in usr/bin/detach usr/lib/libdetach.so.$VERSION usr/include/detach/detach.
 	 usr/lib/detach/python/detach_tools/__main__.py; do
 	[ -e "$DEST/$f" ] || t_fail "not installed: /$f"
 done
+# An RTLinux program builds against the installed tree, as docs/rtl.md says.
+for f in usr/lib/libdetach-rtl.a usr/include/detach/rtl.h usr/lib/pkgconfig/detach-rtl.pc; do
+	[ -e "$DEST/$f" ] || t_fail "not installed: /$f"
+done
+cp "$ROOT/examples/rtl/frank.c" "$WORK/"
+rtl_flags=$(PKG_CONFIG_PATH=$DEST/usr/lib/pkgconfig PKG_CONFIG_SYSROOT_DIR=$DEST pkg-config --cflags --libs detach-rtl) &&
+	cc -o "$WORK/frank" "$WORK/frank.c" $rtl_flags 2>"$T_TMP/cc.log" ||
+	t_fail "cc frank.c \$(pkg-config --cflags --libs detach-rtl): $(cat "$T_TMP/cc.log")"
+[ -x "$WORK/frank" ] && echo "ok: examples/rtl/frank.c built with the installed pkg-config detach-rtl: $rtl_flags"
+rm -f "$WORK/frank" "$WORK/frank.c"
 soname=$(readelf -d "$DEST/usr/lib/libdetach.so.$VERSION" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
 [ "$(readlink "$DEST/usr/lib/$soname")" = "libdetach.so.$VERSION" ] ||
 	t_fail "soname $soname: no symlink to libdetach.so.$VERSION"

@@ -47,6 +47,10 @@ for pkg in libtracefs-dev libtraceevent-dev pkg-config; do
 	dpkg -s $pkg >/dev/null 2>&1 || missing+=($pkg)
 done
 # tests: JSON outputs against docs/schema, bash completion loads
+# detach-rtl serves /dev/rtfN with libfuse3 (docs/rtl.md)
+for pkg in libfuse3-dev fuse3; do
+	dpkg -s $pkg >/dev/null 2>&1 || missing+=($pkg)
+done
 for pkg in python3-jsonschema bash-completion; do
 	dpkg -s $pkg >/dev/null 2>&1 || missing+=($pkg)
 done

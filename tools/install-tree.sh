@@ -4,7 +4,7 @@
 #   tools/install-tree.sh install|uninstall
 #
 # Puts the whole tool under $DESTDIR$PREFIX: the command, the runtime with its
-# soname, headers, detach.pc, manual pages, bash completion, systemd units,
+# soname, headers, detach.pc, libdetach-rtl.a with detach-rtl.pc, manual pages, bash completion, systemd units,
 # docs, JSON schemas, and what an installed `detach bench` needs (the Python
 # package detach_tools, the measurement programs, the quick build load's C
 # tree).  Every file, symlink and directory it creates is recorded in
@@ -91,6 +91,8 @@ do_install() {
 	link "libdetach.so.$SOVERSION" "$libdir/libdetach.so"
 	for h in include/detach/*.h; do put 644 "$h" "$PREFIX/$h"; done
 	subst 644 dist/detach.pc.in "$libdir/pkgconfig/detach.pc"
+	put 644 "$BUILD/libdetach-rtl.a" "$libdir/libdetach-rtl.a"
+	subst 644 dist/detach-rtl.pc.in "$libdir/pkgconfig/detach-rtl.pc"
 
 	for p in "$BUILD"/bench/*; do
 		[ -x "$p" ] && put 755 "$p" "$pkglibdir/bench/$(basename "$p")"

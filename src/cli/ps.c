@@ -1,6 +1,7 @@
 /* detach ps: the detached threads of every running program, from the
  * statistics each runtime publishes in REGISTRY_DIR/<pid>. */
 #include "cli/cli.h"
+#include "cli/ps.h"
 #include "lib/contract.h"
 #include "lib/registry.h"
 #include "lib/util.h"
@@ -46,12 +47,94 @@ static const struct dt_registry *map_registry(const char *path)
 	return p == MAP_FAILED ? NULL : p;
 }
 
-static bool task_alive(int pid, int tid)
+bool ps_thread_alive(int pid, int tid)
 {
 	char path[64];
 
 	snprintf(path, sizeof(path), "/proc/%d/task/%d", pid, tid);
 	return access(path, F_OK) == 0;
+}
+
+int ps_each(pid_t only, void (*fn)(const struct dt_registry *r, void *arg), void *arg)
+{
+	DIR *d = opendir(REGISTRY_DIR);
+	struct dirent *e;
+	int n = 0;
+
+	while (d && (e = readdir(d))) {
+		char path[512];
+		const struct dt_registry *r;
+		int pid = atoi(e->d_name);
+
+		if (pid <= 0 || (only && pid != only))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", REGISTRY_DIR, e->d_name);
+		if (kill(pid, 0) && errno == ESRCH) {
+			unlink(path);           /* left by a program that was killed */
+			continue;
+		}
+		if (!(r = map_registry(path)))
+			continue;
+		if (r->magic == REGISTRY_MAGIC && r->pid == pid) {
+			fn(r, arg);
+			n++;
+		}
+		munmap((void *)r, sizeof(*r));
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+void ps_thread_json(struct json *j, const struct dt_registry *r, const struct dt_thread_stats *s)
+{
+	bool alive = ps_thread_alive(r->pid, s->tid);
+
+	json_object_begin(j, NULL);
+	json_int(j, "pid", r->pid);
+	json_int(j, "tid", s->tid);
+	json_int(j, "cpu", s->cpu);
+	json_str(j, "mode", r->mode);
+	json_bool(j, "alive", alive);
+	json_bool(j, "detached", alive && s->state == 1);
+	json_str(j, "proxy", r->proxy);
+	json_int(j, "proxy_tid", s->proxy_tid);
+	json_uint(j, "forwarded", s->forwarded);
+	json_uint(j, "local", s->local);
+	json_uint(j, "emulated", s->emulated);
+	json_uint(j, "traps", s->traps);
+	json_uint(j, "retraps", s->retraps);
+	json_uint(j, "sites_rewritten", s->sites_rewritten);
+	json_uint(j, "sites_refused", s->sites_refused);
+	json_uint(j, "traps_refused", s->traps_refused);
+	json_str(j, "command", r->comm);
+	json_object_end(j);
+}
+
+struct listing {
+	struct json *j;         /* NULL: the table */
+	int rows;
+};
+
+static void list_threads(const struct dt_registry *r, void *arg)
+{
+	struct listing *l = arg;
+
+	for (int i = 0; i < r->nthreads && i < DT_MAX_THREADS; i++) {
+		const struct dt_thread_stats *s = &r->threads[i];
+		if (!s->tid)
+			continue;
+		l->rows++;
+		if (l->j) {
+			ps_thread_json(l->j, r, s);
+			continue;
+		}
+		bool alive = ps_thread_alive(r->pid, s->tid);
+		printf("%7d %7d %4d %-8s %-6s %-8s %7d %12llu %10llu %10llu %12llu  %s\n", r->pid, s->tid,
+		       s->cpu, r->mode, !alive ? "exited" : s->state == 1 ? "run" : "attach", r->proxy, s->proxy_tid,
+		       (unsigned long long)s->forwarded, (unsigned long long)s->local,
+		       (unsigned long long)s->emulated, (unsigned long long)s->traps, r->comm);
+	}
 }
 
 static int ps_main(int argc, char **argv)
@@ -63,9 +146,7 @@ static int ps_main(int argc, char **argv)
 	};
 	bool as_json = false;
 	struct json j;
-	DIR *d;
-	struct dirent *e;
-	int c, rows = 0;
+	int c;
 
 	optind = 1;
 	opterr = 0;
@@ -86,70 +167,14 @@ static int ps_main(int argc, char **argv)
 		printf("%7s %7s %4s %-8s %-6s %-8s %7s %12s %10s %10s %12s  %s\n", "PID", "TID", "CPU", "MODE",
 		       "STATE", "PROXY", "PTID", "FORWARDED", "LOCAL", "EMULATED", "TRAPS", "COMMAND");
 	}
-	d = opendir(REGISTRY_DIR);
-	while (d && (e = readdir(d))) {
-		char path[512];
-		const struct dt_registry *r;
-		int pid = atoi(e->d_name);
-
-		if (pid <= 0)
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", REGISTRY_DIR, e->d_name);
-		if (kill(pid, 0) && errno == ESRCH) {
-			unlink(path);           /* left by a program that was killed */
-			continue;
-		}
-		if (!(r = map_registry(path)))
-			continue;
-		if (r->magic != REGISTRY_MAGIC || r->pid != pid) {
-			munmap((void *)r, sizeof(*r));
-			continue;
-		}
-		for (int i = 0; i < r->nthreads && i < DT_MAX_THREADS; i++) {
-			const struct dt_thread_stats *s = &r->threads[i];
-			bool alive;
-
-			if (!s->tid)
-				continue;
-			alive = task_alive(pid, s->tid);
-			rows++;
-			if (as_json) {
-				json_object_begin(&j, NULL);
-				json_int(&j, "pid", pid);
-				json_int(&j, "tid", s->tid);
-				json_int(&j, "cpu", s->cpu);
-				json_str(&j, "mode", r->mode);
-				json_bool(&j, "alive", alive);
-				json_bool(&j, "detached", alive && s->state == 1);
-				json_str(&j, "proxy", r->proxy);
-				json_int(&j, "proxy_tid", s->proxy_tid);
-				json_uint(&j, "forwarded", s->forwarded);
-				json_uint(&j, "local", s->local);
-				json_uint(&j, "emulated", s->emulated);
-				json_uint(&j, "traps", s->traps);
-				json_uint(&j, "retraps", s->retraps);
-				json_uint(&j, "sites_rewritten", s->sites_rewritten);
-				json_uint(&j, "sites_refused", s->sites_refused);
-				json_uint(&j, "traps_refused", s->traps_refused);
-				json_str(&j, "command", r->comm);
-				json_object_end(&j);
-			} else {
-				printf("%7d %7d %4d %-8s %-6s %-8s %7d %12llu %10llu %10llu %12llu  %s\n", pid, s->tid,
-				       s->cpu, r->mode, !alive ? "exited" : s->state == 1 ? "run" : "attach", r->proxy, s->proxy_tid,
-				       (unsigned long long)s->forwarded, (unsigned long long)s->local,
-				       (unsigned long long)s->emulated, (unsigned long long)s->traps, r->comm);
-			}
-		}
-		munmap((void *)r, sizeof(*r));
-	}
-	if (d)
-		closedir(d);
+	struct listing l = { as_json ? &j : NULL, 0 };
+	ps_each(0, list_threads, &l);
 	if (as_json) {
 		json_array_end(&j);
 		ps_channels(&j);
 		json_object_end(&j);
 	} else {
-		if (!rows)
+		if (!l.rows)
 			printf("(no detached threads)\n");
 		ps_channels(NULL);
 	}

@@ -17,6 +17,9 @@ LDLIBS   += -lm -lpthread
 # tests, never for the preloaded runtime.
 TRACE_CFLAGS := $(shell pkg-config --cflags libtracefs 2>/dev/null)
 TRACE_LIBS   := $(shell pkg-config --libs libtracefs 2>/dev/null || echo -ltracefs -ltraceevent)
+# libfuse3 (src/cli/ctl_fs.c): the control files of `detach ctl`.
+FUSE_CFLAGS  := $(shell pkg-config --cflags fuse3 2>/dev/null || echo -I/usr/include/fuse3)
+FUSE_LIBS    := $(shell pkg-config --libs fuse3 2>/dev/null || echo -lfuse3)
 
 ifeq ($(V),1)
 Q :=
@@ -95,6 +98,7 @@ $(BUILD)/%.o: %.c
 	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/src/lib/trace.o: CFLAGS += $(TRACE_CFLAGS)
+$(BUILD)/src/cli/ctl_fs.o: CFLAGS += $(FUSE_CFLAGS)
 
 $(BUILD)/src/runtime/%.o: src/runtime/%.c
 	$(call msg,CC,$<)
@@ -136,7 +140,7 @@ $(RT_SO): $(RT_OBJ) $(LIBUTIL) src/runtime/libdetach.map
 
 $(CLI): $(CLI_OBJ) $(LIBUTIL)
 	$(call msg,LD,$@)
-	$(Q)$(CC) -o $@ $(CLI_OBJ) $(LIBUTIL) $(TRACE_LIBS) $(LDLIBS)
+	$(Q)$(CC) -o $@ $(CLI_OBJ) $(LIBUTIL) $(TRACE_LIBS) $(FUSE_LIBS) $(LDLIBS)
 
 $(BUILD)/bench/% $(BUILD)/tests/% $(BUILD)/examples/%: $(LIBUTIL)
 $(BUILD)/bench/%: bench/%.c $(LIBUTIL)

@@ -139,6 +139,25 @@ static void handler_checks(void)
 	st = int3_in_child();
 	t_check(WIFSIGNALED(st) && WTERMSIG(st) == SIGTRAP, "int3 with SIGTRAP ignored: wait status %#x", st);
 	signal(SIGTRAP, SIG_DFL);
+	/* blocked, with a handler: the mask reads back as set, and an int3
+	 * still kills (the kernel forces a blocked trap to its default) */
+	sa.sa_flags = SA_SIGINFO;
+	sigaction(SIGTRAP, &sa, NULL);
+	sigset_t trap, cur;
+	sigemptyset(&trap);
+	sigaddset(&trap, SIGTRAP);
+	sigprocmask(SIG_BLOCK, &trap, NULL);
+	sigprocmask(SIG_BLOCK, NULL, &cur);
+	t_check(sigismember(&cur, SIGTRAP), "SIGTRAP blocked but the mask reads it open");
+	st = int3_in_child();
+	t_check(WIFSIGNALED(st) && WTERMSIG(st) == SIGTRAP, "int3 with SIGTRAP blocked: wait status %#x", st);
+	hits = 0;
+	raise(SIGTRAP);      /* kept pending natively; see docs/runtime.md */
+	sigprocmask(SIG_UNBLOCK, &trap, NULL);
+	sigprocmask(SIG_BLOCK, NULL, &cur);
+	t_check(!sigismember(&cur, SIGTRAP), "SIGTRAP unblocked but the mask reads it blocked");
+	t_check(hits == 1, "a SIGTRAP raised while blocked ran the handler %d times", hits);
+	signal(SIGTRAP, SIG_DFL);
 }
 
 int main(int argc, char **argv)

@@ -10,6 +10,16 @@
 
 /* SIGSYS carries our traps (see do_sigprocmask) */
 #define SIGSYS_BIT (1ull << (SIGSYS - 1))
+#define SIGTRAP_BIT (1ull << (SIGTRAP - 1))
+/* The signals a detached or watched thread never blocks, whatever the
+ * program asks: SIGSYS (Syscall User Dispatch kills a thread that traps with
+ * it blocked) and, in rewrite mode, SIGTRAP (the kernel forces a blocked
+ * int3 trap to its default action: a thread that met the int3 of a site
+ * being rewritten would be killed, rewrite.c). */
+static inline uint64_t kept_open(void)
+{
+	return SIGSYS_BIT | (dt_rewrite_on ? SIGTRAP_BIT : 0);
+}
 #define KERNEL_UCONTEXT_SIZE 304   /* struct ucontext of the kernel, x86-64 */
 
 /* One call of a detached thread handled by a function of the table: nr and

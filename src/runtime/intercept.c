@@ -150,9 +150,13 @@ static void chain_app(struct ksigaction *app, int sig, siginfo_t *si, void *ctx)
 	unsigned long flags = app->flags;
 	uint64_t mask = app->mask & ~((1ull << (SIGSYS - 1)) | (1ull << (SIGTRAP - 1)));
 
-	/* A trap the kernel raises (int3) cannot be ignored: force_sig makes
-	 * an ignored one take the default action. */
-	if (h == SIG_IGN && !(sig == SIGTRAP && si->si_code == SI_KERNEL))
+	/* A trap the kernel raises (int3) can be neither ignored nor blocked:
+	 * force_sig makes it take the default action.  (Blocked as the program
+	 * believes: the thread never blocks SIGTRAP for real, kept_open.) */
+	bool forced = sig == SIGTRAP && si->si_code == SI_KERNEL;
+	if (forced && dt_self && (dt_self->app_blocked_open & (1ull << (SIGTRAP - 1))))
+		h = SIG_DFL;
+	if (h == SIG_IGN && !forced)
 		return;
 	if (h == SIG_IGN)
 		h = SIG_DFL;

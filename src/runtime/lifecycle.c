@@ -119,8 +119,12 @@ long do_clone(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	}
 	count(t, nr, &t->stats->local);
 	ret = sys_clone_resume(nr, a[0], a[1], a[2], a[3], a[4], child_uc, parent_uc);
-	if (ret == 0)
-		dt_fork_child();   /* a fork child: private memory, back here */
+	if (ret == 0) {
+		/* a fork child: private memory, back here.  It runs undetached,
+		 * with the mask its program believes in (kept_open) */
+		*(uint64_t *)&uc->uc_sigmask |= t->app_blocked_open;
+		dt_fork_child();
+	}
 	else if (flags & CLONE_VFORK)
 		dt_vfork_parent_resumed();
 	return ret;

@@ -114,7 +114,8 @@ struct dt_thread {
 	volatile int intr_signo;        /* a handler ran while we waited */
 	siginfo_t raised_info;          /* written by the proxy with mb.raised */
 	volatile uint8_t selector;      /* Syscall User Dispatch selector byte */
-	bool app_blocks_sigsys;         /* what the program believes of its mask */
+	uint64_t app_blocked_open;      /* of the signals kept open (dispatch.h:
+					 * kept_open), those the program believes blocked */
 	uint64_t cpu_seen[5][3];        /* CPU times last answered (cputime.c) */
 	struct app_sched app;           /* scheduling settings it believes in */
 	struct dt_thread_stats *stats;

@@ -68,7 +68,7 @@ long do_sigaction(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	if (a[1]) {
 		memcpy(&act, (void *)a[1], sizeof(act));
 		/* a handler that blocks SIGSYS would turn our next trap fatal */
-		act.mask &= ~SIGSYS_BIT;
+		act.mask &= ~kept_open();
 		add = act.handler != SIG_DFL && act.handler != SIG_IGN && !(act.flags & SA_SIGINFO);
 		if (add)
 			act.flags |= SA_SIGINFO;
@@ -89,17 +89,18 @@ long do_sigaction(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 }
 
 /* SIGSYS carries our traps: Syscall User Dispatch kills a thread that traps
- * with SIGSYS blocked.  So the detached thread never blocks it; the program
- * is told what it asked for (t->app_blocks_sigsys) and a SIGSYS sent to it
- * meanwhile goes to the program's handler through chain_app_sigsys. */
+ * with SIGSYS blocked; SIGTRAP, in rewrite mode, the int3 of sites being
+ * rewritten (kept_open).  So the detached thread never blocks them; the
+ * program is told what it asked for (t->app_blocked_open) and such a signal
+ * sent to it meanwhile goes to the program's handler (intercept.c). */
 long do_sigprocmask(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
 	/* In the trap handler the kernel's mask is the one the handler's
 	 * rt_sigreturn restores from the frame: the change goes there.  From the
 	 * trampoline (rewrite mode, no frame) it goes to the kernel directly. */
 	uint64_t real, *frame_mask = uc ? (uint64_t *)&uc->uc_sigmask : &real, cur, set;
-	const uint64_t never = SIGSYS_BIT | (1ull << (SIGKILL - 1)) | (1ull << (SIGSTOP - 1));
-	bool app = t->app_blocks_sigsys;
+	const uint64_t open = kept_open(), never = open | (1ull << (SIGKILL - 1)) | (1ull << (SIGSTOP - 1));
+	uint64_t app = t->app_blocked_open;
 
 	count(t, nr, &t->stats->local);
 	if (a[3] != 8)
@@ -112,24 +113,24 @@ long do_sigprocmask(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 		switch (a[0]) {
 		case SIG_BLOCK:
 			cur |= set;
-			app = app || (set & SIGSYS_BIT);
+			app |= set & open;
 			break;
 		case SIG_UNBLOCK:
 			cur &= ~set;
-			app = app && !(set & SIGSYS_BIT);
+			app &= ~set;
 			break;
 		case SIG_SETMASK:
 			cur = set;
-			app = set & SIGSYS_BIT;
+			app = set & open;
 			break;
 		default:
 			return -EINVAL;
 		}
 	}
 	if (a[2])
-		*(uint64_t *)a[2] = *frame_mask | (t->app_blocks_sigsys ? SIGSYS_BIT : 0);
+		*(uint64_t *)a[2] = *frame_mask | t->app_blocked_open;
 	*frame_mask = cur & ~never;
-	t->app_blocks_sigsys = app;
+	t->app_blocked_open = app;
 	if (!uc)
 		sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &real, NULL, 8);
 	return 0;
@@ -199,7 +200,7 @@ long do_sigsuspend(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	(void)uc;
 	memcpy(b, a, sizeof(b));
 	if (a[0] && a[1] == 8) {
-		set = *(const uint64_t *)a[0] & ~SIGSYS_BIT;
+		set = *(const uint64_t *)a[0] & ~kept_open();
 		b[0] = (long)&set;
 	}
 	return local_call(t, nr, b);

@@ -62,14 +62,14 @@ long do_masked_wait(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	bool sleep = !t->observed &&
 		     ((nr == SYS_ppoll && a[1] == 0) || (nr == SYS_pselect6 && (a[0] == 0 || !(a[1] || a[2] || a[3]))));
 	/* a signalfd in the set: the whole wait runs here, with the mask the
-	 * kernel applies itself (SIGSYS kept open: see do_sigprocmask) */
+	 * kernel applies itself (SIGSYS and SIGTRAP kept open: see kept_open) */
 	bool here = nr == SYS_ppoll ? sigfd_in_pollfds((const void *)a[0], (unsigned long)a[1]) :
 		    nr == SYS_pselect6 ? sigfd_in_fdset((const void *)a[1], a[0]) : sigfd_is(a[0]);
 
 	if (here) {
 		memcpy(b, a, sizeof(b));
 		if (mask) {
-			m = *mask & ~SIGSYS_BIT;
+			m = *mask & ~kept_open();
 			if (nr == SYS_pselect6) {
 				psel.ss = &m;
 				psel.len = 8;
@@ -96,7 +96,7 @@ long do_masked_wait(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 		}
 	}
 	if (mask) {
-		m = *mask & ~SIGSYS_BIT;
+		m = *mask & ~kept_open();
 		sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &m, &old, 8);
 	}
 	ret = sleep ? timed_ppoll(t, (struct timespec *)(nr == SYS_ppoll ? a[2] : a[4])) : forward(t, nr, b);

@@ -245,6 +245,9 @@ void cleanup_module(void)
 	printf("overrunning thread: %llu releases, %llu missed (10 jobs of 2.5 periods)\n", over_st.releases,
 	       over_st.overruns);
 	t_check(over_st.releases == 100, "releases %llu, expected 100", over_st.releases);
-	t_check(over_st.overruns >= 20 && over_st.overruns <= 40, "overruns %llu, expected 20 to 30", over_st.overruns);
+	/* each long job misses 2 releases, 3 if it started late by half a
+	 * period: at least 20.  More when Linux preempts the executive (a CPU
+	 * not isolated): no upper bound is a property of the code. */
+	t_check(over_st.overruns >= 20, "overruns %llu, expected at least 20", over_st.overruns);
 	exit(t_done());
 }

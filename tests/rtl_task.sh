@@ -87,6 +87,27 @@ kill $reader; wait $reader 2>/dev/null
 [ "$(grep -c '^LINE ' "$T_TMP/echoed")" = 20 ] || t_fail "rtf_get_wait: echoed '$(tr '\n' ' ' <"$T_TMP/echoed")'"
 [ -n "$before" ] && [ "$before" = "$after" ] || t_fail "waking on Linux writes entered the kernel: '$before' -> '$after'"
 echo "ok: 20 writes to $dir/rtf7 woke the RT thread in rtf_get_wait, echoed on rtf8; executive '$before' -> '$after'"
+# poll and O_NONBLOCK on the files, as a Linux program uses them
+python3 - "$dir" <<'PY' || t_fail "poll on $dir/rtf8 and rtf7"
+import os, select, sys
+d = sys.argv[1]
+r = os.open(d + "/rtf8", os.O_RDONLY | os.O_NONBLOCK)
+try:
+    os.read(r, 100)
+    sys.exit("rtf8 read data before any write")
+except BlockingIOError:
+    pass
+p = select.poll(); p.register(r, select.POLLIN)
+assert p.poll(100) == [], "rtf8 readable before any write"
+w = os.open(d + "/rtf7", os.O_WRONLY)
+pw = select.poll(); pw.register(w, select.POLLOUT)
+assert pw.poll(0) == [(w, select.POLLOUT)], "rtf7 not writable"
+os.write(w, b"poll\n")
+assert p.poll(10000) == [(r, select.POLLIN)], "rtf8 not readable after the echo"
+data = os.read(r, 100)
+assert data == b"POLL\n", data
+print("ok: O_NONBLOCK read of an empty rtf8: EAGAIN; poll: rtf7 writable, rtf8 readable once the RT thread echoed")
+PY
 kill -TERM $task; wait $task; rc=$?
 [ $rc -eq 0 ] && grep -q "cleanup_module ran" "$T_TMP/echo.log" || t_fail "SIGTERM: exit $rc, $(cat "$T_TMP/echo.log")"
 task_start "$echo_task" "$T_TMP/echo2.log" 8

@@ -6,14 +6,19 @@
  * when it is writable, else /dev/shm/detach-rtf.  A read takes what the RT
  * side put (blocking until a byte is there, unless O_NONBLOCK: EAGAIN); a
  * write hands its bytes to the RT side, then counts a write, which makes the
- * executive run the FIFO's handler.  A link or mount left by a task that
- * died is removed when the next task starts or creates that FIFO. */
+ * executive run the FIFO's handler.  poll: readable while the RT side's
+ * bytes wait, writable while there is room; a poll that waits is told by
+ * the notifier thread, which sleeps in poll(2) on the FIFOs' channel fds
+ * (the ipc watcher writes them when the detached side puts).  A link or
+ * mount left by a task that died is removed when the next task starts or
+ * creates that FIFO. */
 #define FUSE_USE_VERSION 312
 #include "rtl/rtl_int.h"
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
+#include <poll.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 
@@ -22,7 +27,9 @@
 #define MOUNT_PREFIX "/dev/shm/detach-rtl."
 
 static struct fuse_session *se;
-static pthread_t loop_thread;
+static pthread_t loop_thread, notify_thread;
+static pthread_mutex_t poll_lock = PTHREAD_MUTEX_INITIALIZER;   /* the poll handles */
+static int stopping;
 static char mnt[64], linkdir[256];
 
 static int fifo_of(fuse_ino_t ino)
@@ -208,7 +215,79 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		fuse_reply_err(req, err == -EAGAIN ? (fi->flags & O_NONBLOCK ? EAGAIN : EINTR) : ENODEV);
 }
 
+/* What a poll of FIFO f would see now. */
+static unsigned ready_mask(struct rtl_fifo *f)
+{
+	uint64_t put = load_acquire(&f->out_put), taken = __atomic_load_n(&f->out_taken, __ATOMIC_RELAXED);
+	uint64_t flushed = load_acquire(&f->out_flushed);
+	unsigned m = 0;
+
+	if (put > (taken > flushed ? taken : flushed))
+		m |= POLLIN;
+	if (load_acquire(&f->in_put) - load_acquire(&f->in_got) < f->ring_bytes)
+		m |= POLLOUT;
+	return m;
+}
+
+static void op_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, struct fuse_pollhandle *ph)
+{
+	int n = fifo_of(ino);
+	struct rtl_fifo *f;
+	unsigned m;
+
+	(void)fi;
+	if (n < 0) {
+		if (ph)
+			fuse_pollhandle_destroy(ph);
+		fuse_reply_poll(req, POLLIN);        /* destroyed: end of file to read */
+		return;
+	}
+	f = &rtl_fifos[n];
+	pthread_mutex_lock(&poll_lock);
+	m = ready_mask(f);
+	if (ph) {
+		/* the notifier tells it when the mask differs from this one */
+		if (f->poll_handle)
+			fuse_pollhandle_destroy(f->poll_handle);
+		f->poll_handle = ph;
+		f->poll_mask = m;
+	}
+	pthread_mutex_unlock(&poll_lock);
+	fuse_reply_poll(req, m);
+}
+
+/* Tells waiting polls that their FIFO became ready: sleeps in poll(2) on
+ * the channels of FIFOs with a waiting poll, at most 100 ms (room to write
+ * appears without a wake-up). */
+static void *notify_main(void *arg)
+{
+	(void)arg;
+	while (!load_acquire(&stopping)) {
+		struct pollfd fds[RTF_NO];
+		int nfds = 0;
+
+		pthread_mutex_lock(&poll_lock);
+		for (int n = 0; n < RTF_NO; n++) {
+			struct rtl_fifo *f = &rtl_fifos[n];
+
+			if (!f->poll_handle)
+				continue;
+			if (!load_acquire(&f->created) || ready_mask(f) != f->poll_mask) {
+				fuse_lowlevel_notify_poll(f->poll_handle);
+				fuse_pollhandle_destroy(f->poll_handle);
+				f->poll_handle = NULL;
+			} else if (f->out_fd >= 0) {
+				fds[nfds++] = (struct pollfd){ .fd = f->out_fd, .events = POLLIN };
+			}
+		}
+		pthread_mutex_unlock(&poll_lock);
+		poll(fds, (nfds_t)nfds, 100);
+	}
+	return NULL;
+}
+
 static const struct fuse_lowlevel_ops ops = {
+	.poll = op_poll,
 	.lookup = op_lookup,
 	.getattr = op_getattr,
 	.setattr = op_setattr,
@@ -266,6 +345,8 @@ int rtl_devfs_link(unsigned int n)
 	ssize_t len;
 	pid_t pid;
 
+	rtl_fifos[n].out_fd = dt_chan_fd(rtl_fifos[n].out_reader);
+
 	snprintf(link, sizeof(link), "%s/rtf%u", linkdir, n);
 	snprintf(target, sizeof(target), "%s/rtf%u", mnt, n);
 	if ((len = readlink(link, old, sizeof(old) - 1)) >= 0) {
@@ -286,6 +367,10 @@ void rtl_devfs_unlink(unsigned int n)
 {
 	char link[300], old[300];
 	ssize_t len;
+
+	pthread_mutex_lock(&poll_lock);
+	rtl_fifos[n].out_fd = -1;               /* the notifier tells its poll */
+	pthread_mutex_unlock(&poll_lock);
 
 	snprintf(link, sizeof(link), "%s/rtf%u", linkdir, n);
 	if ((len = readlink(link, old, sizeof(old) - 1)) >= 0) {
@@ -339,7 +424,8 @@ int rtl_devfs_start(void)
 		rmdir(mnt);
 		return -ENODEV;
 	}
-	if ((err = pthread_create(&loop_thread, NULL, loop_main, NULL))) {
+	if ((err = pthread_create(&loop_thread, NULL, loop_main, NULL)) ||
+	    (err = pthread_create(&notify_thread, NULL, notify_main, NULL))) {
 		rtl_devfs_stop();
 		return -err;
 	}
@@ -350,6 +436,9 @@ void rtl_devfs_stop(void)
 {
 	if (!se)
 		return;
+	store_release(&stopping, 1);
+	if (notify_thread)
+		pthread_join(notify_thread, NULL);
 	fuse_session_exit(se);
 	fuse_session_unmount(se);
 	if (loop_thread)

@@ -126,7 +126,10 @@ RTL_API int rtf_put(unsigned int n, void *buf, int count)
 	err = dt_chan_put(f->out, buf, (size_t)count);
 	if (err == -EAGAIN || err == -EMSGSIZE)
 		return -ENOSPC;
-	return err ? err : count;
+	if (err)
+		return err;
+	__atomic_add_fetch(&f->out_put, (uint64_t)count, __ATOMIC_RELEASE);
+	return count;
 }
 
 RTL_API int rtf_get(unsigned int n, void *buf, int count)

@@ -46,6 +46,10 @@ struct rtl_fifo {
 	uint64_t writes, handled;        /* Linux writes / seen by the handler */
 	uint64_t out_flushed;            /* bytes of out that rtf_flush discards */
 	uint64_t out_taken;              /* bytes of out taken (read or discarded) */
+	uint64_t out_put;                /* bytes the RT side put */
+	int out_fd;                      /* readable while out holds bytes (dt_chan_fd) */
+	void *poll_handle;               /* a poll waiting to be told (devfs.c) */
+	unsigned poll_mask;              /* what it was answered */
 	pthread_mutex_t rlock, wlock;    /* one Linux reader, one writer at a time */
 };
 extern struct rtl_fifo rtl_fifos[RTF_NO];

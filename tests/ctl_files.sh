@@ -5,8 +5,9 @@
 # then the CPU, then execs; the program's first thread is on that CPU
 # (/proc), its writes leave from the proxy (the kernel's syscw), the
 # forwarded calls are counted in PID/stats, its output is exactly native.
-# Another process's pid written to `detach` is detached, `PID/attach` puts
-# it back (affinity as before, proxy gone).  Bad writes get a sysfs file's
+# Another process's pid written to `detach` is detached, `PID/cpu` moves it
+# (with one CPU in the partition: anew on the same CPU, a new proxy),
+# `PID/attach` puts it back (affinity as before, proxy gone).  Bad writes get a sysfs file's
 # errno (EINVAL, ESRCH, ENOEXEC, EPERM, EBUSY) and the reason in the log.  The
 # mount and the directories it made are undone on SIGTERM, by --unmount,
 # and by --unmount after the daemon was killed (/proc/mounts checked).
@@ -80,7 +81,29 @@ sleep 0.2
 before=$(awk '/Cpus_allowed_list/ {print $2}' /proc/$w/status)
 echo $w >"$mnt/detach" || t_fail "echo $w > detach: exit $?"
 proxy=$(task_of $w detach-proxy)
-[ "$(cat "$mnt/$w/cpu" 2>/dev/null)" = $cpu ] && [ -n "$proxy" ] || t_fail "pid $w not detached on CPU $cpu by the detach file"
+first=$(cat "$mnt/$w/cpu" 2>/dev/null)
+[ -n "$first" ] && [ "$first" -ge 1 ] && [ -n "$proxy" ] || t_fail "pid $w not detached by the detach file"
+if [ "$first" != $cpu ]; then
+	# three CPUs or more: a move within the partition, seen in /proc
+	echo $cpu >"$mnt/$w/cpu" || t_fail "echo $cpu > $w/cpu: exit $?"
+	sleep 0.1
+	moved=$(awk '/Cpus_allowed_list/ {print $2}' /proc/$w/task/$w/status)
+	echo "moved from CPU $first to $(cat "$mnt/$w/cpu"): allowed $moved, on $(awk '{print $39}' /proc/$w/task/$w/stat)"
+	[ "$moved" = $cpu ] && [ "$(cat "$mnt/$w/cpu")" = $cpu ] || t_fail "move to CPU $cpu: allowed $moved"
+	proxy=$(task_of $w detach-proxy)
+else
+	# the partition has one CPU: a "move" to it detaches the thread anew
+	# there, through the same attach and detach, with a new proxy
+	echo $cpu >"$mnt/$w/cpu" || t_fail "echo $cpu > $w/cpu: exit $?"
+	for i in $(seq 50); do [ -e "$proxy" ] || break; sleep 0.02; done
+	new=$(task_of $w detach-proxy)
+	w1=$(syscw /proc/$w/task/$w); n1=$(syscw "${new:-/nonexistent}" 2>/dev/null); sleep 0.3
+	w2=$(syscw /proc/$w/task/$w); n2=$(syscw "${new:-/nonexistent}" 2>/dev/null)
+	echo "detached anew on CPU $cpu: proxy ${proxy##*/} -> ${new##*/}, main syscw $w1 -> $w2, new proxy $n1 -> $n2, allowed $(awk '/Cpus_allowed_list/ {print $2}' /proc/$w/task/$w/status)"
+	[ ! -e "$proxy" ] && [ -n "$new" ] || t_fail "no new proxy after the write of CPU $cpu"
+	[ "$w1" = "$w2" ] && [ -n "$n2" ] && [ "$n2" -gt "${n1:-0}" ] || t_fail "after the move the new proxy does not carry the writes"
+	proxy=$new
+fi
 echo 1 >"$mnt/$w/attach" || t_fail "echo 1 > $w/attach: exit $?"
 for i in $(seq 50); do [ -e "${proxy:-/nonexistent}" ] || break; sleep 0.02; done
 after=$(awk '/Cpus_allowed_list/ {print $2}' /proc/$w/status)

@@ -5,9 +5,10 @@
 # its output is exactly what it would have been; `--attach` puts it back
 # (affinity and policy as before, the proxy thread gone from /proc/PID/task).
 # A thread stopped in a blocking pipe read finishes that read with data
-# written later.  Refusals: no such process, a static program, a traced
-# one, one already detached, another user's without CAP_SYS_PTRACE,
-# kernel.yama.ptrace_scope 3.
+# written later.  A shell detached this way keeps the detached state
+# across its exec of the program.  Refusals: no such process, a static
+# program, a traced one, one already detached, another user's without
+# CAP_SYS_PTRACE, kernel.yama.ptrace_scope 3.
 # Timeout: 120
 source "$(dirname "$0")/lib.sh"
 t_need_cpus 2
@@ -60,6 +61,25 @@ wait $p; rc=$?
 echo "blocked reader: exit $rc, $(cat "$T_TMP/read.out")"
 [ $rc = 0 ] && grep -q "^read 18: data after detach" "$T_TMP/read.out" ||
 	t_fail "the blocked read did not finish with the data: $(cat "$T_TMP/read.out")"
+
+# --- the detached state survives the program's own execve --------------------------
+mkfifo "$T_TMP/go"
+sh -c 'read x <"$1"; exec "$2" 200' sh "$T_TMP/go" "$T_TMP/writer" >"$T_TMP/exec.out" & p=$!
+sleep 0.3                     # the shell blocks opening the fifo
+"$DETACH" pid -c 1 $p || t_fail "detach pid of a shell: exit $?"
+echo go >"$T_TMP/go"
+sleep 0.4
+proxy=$(task_of $p detach-proxy)
+main_w1=$(syscw /proc/$p/task/$p); proxy_w1=$(syscw "${proxy:-/nonexistent}" 2>/dev/null)
+sleep 0.3
+main_w2=$(syscw /proc/$p/task/$p); proxy_w2=$(syscw "${proxy:-/nonexistent}" 2>/dev/null)
+echo "after exec: $(cat /proc/$p/comm), CPUs $(awk '/Cpus_allowed_list/ {print $2}' /proc/$p/status), main syscw $main_w1 -> $main_w2, proxy $proxy_w1 -> $proxy_w2"
+[ "$(cat /proc/$p/comm)" = writer ] || t_fail "the shell did not exec the writer"
+[ -n "$proxy" ] && [ "$main_w1" = "$main_w2" ] && [ "$proxy_w2" -gt "$proxy_w1" ] ||
+	t_fail "after its execve the program is not detached: no proxy or the main thread writes itself"
+[ "$(awk '/Cpus_allowed_list/ {print $2}' /proc/$p/status)" = 1 ] || t_fail "after its execve not on CPU 1"
+wait $p; rc=$?
+[ $rc = 0 ] && seq 0 199 | sed 's/^/line /' | cmp -s - "$T_TMP/exec.out" || t_fail "exec'd writer: exit $rc, output differs"
 
 # --- refusals: one error line and a NOTE, exit 1 ----------------------------------
 refused() {   # WHAT PATTERN CMD...

@@ -274,14 +274,13 @@ static int detach(struct pid_op *op, struct remote *r, void *local, const char *
 }
 
 /* Attach, then detach on the new CPU; its execve keeps the new CPU.  Back
- * where it was when the runtime refuses the new one. */
+ * where it was when the runtime refuses the new one.  The CPU it is on
+ * already: detached there anew, with a new proxy. */
 static int move(struct pid_op *op, struct remote *r, void *local)
 {
 	char text[64];
 	int old = pid_detached_cpu(op->pid, r->tids[r->cur]), err;
 
-	if (old == op->cpu)
-		return 0;
 	if ((err = attach(op, r, local)))
 		return err;
 	snprintf(text, sizeof(text), ENV_CPUS "=%d\n", op->cpu);

@@ -7,10 +7,11 @@
 # forwarded calls are counted in PID/stats, its output is exactly native.
 # Another process's pid written to `detach` is detached, `PID/cpu` moves it
 # (with one CPU in the partition: anew on the same CPU, a new proxy),
-# `PID/attach` puts it back (affinity as before, proxy gone).  Bad writes get a sysfs file's
-# errno (EINVAL, ESRCH, ENOEXEC, EPERM, EBUSY) and the reason in the log.  The
-# mount and the directories it made are undone on SIGTERM, by --unmount,
-# and by --unmount after the daemon was killed (/proc/mounts checked).
+# `PID/attach` puts it back (affinity as before, proxy gone).  Bad writes
+# get a sysfs file's errno (EINVAL, ESRCH, ENOEXEC, EPERM, EBUSY) and the
+# reason in the log.  The mount and the directories it made are undone on
+# SIGTERM, SIGINT, SIGHUP, by --unmount, and after the daemon was killed by
+# --unmount or the next --mount (/proc/mounts checked).
 # Timeout: 120
 source "$(dirname "$0")/lib.sh"
 t_need_cpus 2
@@ -37,12 +38,14 @@ grep -q "^NOTE:" "$T_TMP/twice.err" || t_fail "second mount: no NOTE: $(cat "$T_
 
 # --- the paper's wrapper script ---------------------------------------------------
 cpu=$(($(nproc --all) - 1))      # in the default partition: every CPU but the first
-sed -n '/^#! \/bin\/sh/,/^exec "\$@"/p' /work/shared/seeds/002_*.txt 2>/dev/null >"$T_TMP/paper.sh"
-if ! grep -q 'exec "\$@"' "$T_TMP/paper.sh"; then
-	# the seed is not on this machine: the script as printed in the paper
-	printf '%s\n' '#! /bin/sh' 'SYSFS_PATH=/sys/kernel/l4/detach' 'echo $$ > $SYSFS_PATH/detach' \
-		'echo $HOST_CORE_ID > $SYSFS_PATH/$$/cpu' 'exec "$@"' >"$T_TMP/paper.sh"
-fi
+# the script as printed in the paper (seed 002, section III-B-4)
+cat >"$T_TMP/paper.sh" <<'EOF'
+#! /bin/sh
+SYSFS_PATH=/sys/kernel/l4/detach
+echo $$ > $SYSFS_PATH/detach
+echo $HOST_CORE_ID > $SYSFS_PATH/$$/cpu
+exec "$@"
+EOF
 sed "s|^SYSFS_PATH=.*|SYSFS_PATH=$mnt|" "$T_TMP/paper.sh" >"$T_TMP/wrapper.sh"
 chmod +x "$T_TMP/wrapper.sh"
 [ "$(diff "$T_TMP/paper.sh" "$T_TMP/wrapper.sh" | grep -c '^[<>]')" = 2 ] || t_fail "the wrapper differs in more than SYSFS_PATH"
@@ -140,15 +143,26 @@ for why in "is not a number" "no process 999999999" "not dynamically linked" "al
 done
 
 # --- every way out undoes the mount ----------------------------------------------------------
-daemon=$(awk '/^pid/ {print $2}' "/run/detach/ctl-$(echo "$mnt" | tr / %).state")
-kill -TERM "$daemon"
-for i in $(seq 100); do in_mounts || break; sleep 0.05; done
-echo "after SIGTERM: '$(state)' (before: '$before_state')"
-[ "$(state)" = "$before_state" ] || t_fail "SIGTERM left '$(state)', before '$before_state'"
-"$DETACH" ctl --mount "$mnt" >/dev/null || t_fail "mount again: exit $?"
-daemon=$(awk '/^pid/ {print $2}' "/run/detach/ctl-$(echo "$mnt" | tr / %).state")
-kill -KILL "$daemon"; sleep 0.2
-in_mounts || t_fail "kill -9 took the mount with it: nothing to clean up (the test proves nothing)"
+for sig in TERM INT HUP; do
+	[ $sig = TERM ] || "$DETACH" ctl --mount "$mnt" >/dev/null || t_fail "mount again: exit $?"
+	daemon=$(awk '/^pid/ {print $2}' "/run/detach/ctl-$(echo "$mnt" | tr / %).state")
+	kill -$sig "$daemon"
+	for i in $(seq 100); do in_mounts || break; sleep 0.05; done
+	echo "after SIG$sig: '$(state)' (before: '$before_state')"
+	[ "$(state)" = "$before_state" ] || t_fail "SIG$sig left '$(state)', before '$before_state'"
+done
+kill9() {
+	"$DETACH" ctl --mount "$mnt" >/dev/null 2>"$T_TMP/mount.err" || t_fail "mount again: exit $?: $(cat "$T_TMP/mount.err")"
+	kill -KILL "$(awk '/^pid/ {print $2}' "/run/detach/ctl-$(echo "$mnt" | tr / %).state")"; sleep 0.2
+	in_mounts || t_fail "kill -9 took the mount with it: nothing to clean up (the test proves nothing)"
+}
+kill9      # then --mount over what the dead daemon left, and --unmount of a live one
+"$DETACH" ctl --mount "$mnt" >/dev/null 2>"$T_TMP/mount.err" || t_fail "mount over a dead daemon's: exit $?"
+grep -q "died" "$T_TMP/mount.err" || t_fail "mount over a dead daemon's: no warning: $(cat "$T_TMP/mount.err")"
+"$DETACH" ctl --unmount "$mnt" >/dev/null || t_fail "ctl --unmount: exit $?"
+echo "after kill -9, --mount and --unmount: '$(state)' (before: '$before_state')"
+[ "$(state)" = "$before_state" ] || t_fail "--unmount left '$(state)', before '$before_state'"
+kill9      # then --unmount of a dead daemon's
 "$DETACH" ctl --unmount "$mnt" || t_fail "ctl --unmount after kill -9: exit $?"
 echo "after kill -9 and --unmount: '$(state)' (before: '$before_state')"
 [ "$(state)" = "$before_state" ] || t_fail "--unmount after a crash left '$(state)'"

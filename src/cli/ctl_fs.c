@@ -66,6 +66,28 @@ struct job {
 
 static const char *const op_names[] = { "detach", "attach", "move" };
 
+/* Operations under way: the daemon stops only after them, or a program
+ * would be left stopped with its registers on one of our calls. */
+static pthread_mutex_t jobs_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t jobs_cond = PTHREAD_COND_INITIALIZER;
+static int jobs_running;
+
+static void jobs_add(int n)
+{
+	pthread_mutex_lock(&jobs_lock);
+	jobs_running += n;
+	pthread_cond_broadcast(&jobs_cond);
+	pthread_mutex_unlock(&jobs_lock);
+}
+
+static void jobs_wait(void)
+{
+	pthread_mutex_lock(&jobs_lock);
+	while (jobs_running)
+		pthread_cond_wait(&jobs_cond, &jobs_lock);
+	pthread_mutex_unlock(&jobs_lock);
+}
+
 static void put_job(struct job *j)
 {
 	pthread_mutex_lock(&j->lock);
@@ -106,6 +128,7 @@ static void *job_run(void *arg)
 	pthread_cond_broadcast(&j->cond);
 	pthread_mutex_unlock(&j->lock);
 	put_job(j);
+	jobs_add(-1);
 	return NULL;
 }
 
@@ -138,7 +161,9 @@ static int run_op(const struct pid_op *op)
 	j->refs = 2;
 	pthread_mutex_init(&j->lock, NULL);
 	pthread_cond_init(&j->cond, NULL);
+	jobs_add(1);
 	if ((err = pthread_create(&th, NULL, job_run, j))) {
+		jobs_add(-1);
 		free(j);
 		return -err;
 	}
@@ -467,6 +492,7 @@ int ctl_serve(const char *path, const cpu_set_t *cpus, int ready_fd)
 		close(ready_fd);
 		ready_fd = -1;
 		err = fuse_loop_mt(f, &cfg) ? 1 : 0;
+		jobs_wait();
 		fuse_remove_signal_handlers(fuse_get_session(f));
 	}
 	if (ready_fd >= 0) {

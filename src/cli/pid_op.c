@@ -27,6 +27,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -311,8 +313,15 @@ int pid_op_run(struct pid_op *op)
 		dlclose(local);
 		return fail(op, -ENOMEM, NULL, "out of memory");
 	}
-	err = remote_seize(r, op->pid, is_proxy);
-	if (op->seized)
+	/* From the first seize to the release the program must not be left
+	 * half-way (its registers on one of our calls): a Ctrl-C or a SIGTERM
+	 * for us waits until it is let go. */
+	sigset_t stop_sigs, old_sigs;
+	sigemptyset(&stop_sigs);
+	for (int s = 0; s < 5; s++)
+		sigaddset(&stop_sigs, (int[]){ SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP }[s]);
+	pthread_sigmask(SIG_BLOCK, &stop_sigs, &old_sigs);
+	if (!(err = remote_seize(r, op->pid, is_proxy)) && op->seized)
 		op->seized(op->arg);
 	if (!err)
 		err = remote_stop(r);
@@ -339,6 +348,7 @@ int pid_op_run(struct pid_op *op)
 	}
 out:
 	remote_release(r);
+	pthread_sigmask(SIG_SETMASK, &old_sigs, NULL);
 	free(r);
 	dlclose(local);
 	return err;

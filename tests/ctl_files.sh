@@ -147,7 +147,7 @@ for sig in TERM INT HUP; do
 	[ $sig = TERM ] || "$DETACH" ctl --mount "$mnt" >/dev/null || t_fail "mount again: exit $?"
 	daemon=$(awk '/^pid/ {print $2}' "/run/detach/ctl-$(echo "$mnt" | tr / %).state")
 	kill -$sig "$daemon"
-	for i in $(seq 100); do in_mounts || break; sleep 0.05; done
+	for i in $(seq 100); do [ "$(state)" = "$before_state" ] && break; sleep 0.05; done
 	echo "after SIG$sig: '$(state)' (before: '$before_state')"
 	[ "$(state)" = "$before_state" ] || t_fail "SIG$sig left '$(state)', before '$before_state'"
 done

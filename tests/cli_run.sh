@@ -30,6 +30,7 @@ check "not executable"        126 "permission denied" -- run -c 1 -- "$T_TMP/noe
 check "static program"        1 "statically linked" -- run -c 1 -- "$T_TMP/static"
 check "bad policy"            2 "bad policy" -- run -c 1 -P f:100 -- true
 check "bad mode"              2 "unknown mode" -- run -c 1 --mode fast -- true
+check "bad --mlock"           2 "unknown --mlock" -- run -c 1 --mlock some -- true
 check "bad proxy wait"        2 "unknown proxy wait" -- run -c 1 --proxy sleep -- true
 check "unknown verb"          2 "unknown verb" -- frobnicate
 check "help"                  0 "" -- run --help
@@ -47,14 +48,17 @@ out=$("$DETACH" run -c 1-x -- true 2>&1 >/dev/null)
 "$DETACH" run -c 1 -- sh -c 'exit 42'; [ $? = 42 ] || t_fail "exit 42 not passed on"
 "$DETACH" run -c 1 -- sh -c 'kill -TERM $$'; [ $? = 143 ] || t_fail "SIGTERM not passed on"
 
-# without root: one warning, and the program still runs (mlock limited)
+# without root: the program runs; --mlock all says what the memlock limit costs
 if [ -d /sys/fs/cgroup/cpuset/detach ] || [ -d /sys/fs/cgroup/detach ]; then
 	echo "skip: non-root checks (a detach partition exists: CPU 1 is root's)"
 elif [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
 	nobody() { env -u DETACH_MODE setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
 	out=$(nobody "$DETACH" run -c 1 -- /bin/echo ran 2>&1); rc=$?
 	[ $rc = 0 ] && grep -q '^ran$' <<<"$out" || t_fail "non-root run: exit $rc: $out"
-	grep -q "warning: not root" <<<"$out" || t_fail "non-root run: no warning about what is lost: $out"
+	! grep -q "warning: not root" <<<"$out" || t_fail "non-root run: a memlock warning by default: $out"
+	out=$(nobody "$DETACH" run -c 1 --mlock all -- /bin/echo ran 2>&1); rc=$?
+	[ $rc = 0 ] && grep -q "warning: not root: --mlock all" <<<"$out" ||
+		t_fail "non-root --mlock all: exit $rc, no warning about the limit: $out"
 	out=$(nobody "$DETACH" run -c 1 -P f:10 -- true 2>&1); rc=$?
 	[ $rc = 1 ] && grep -q "needs root" <<<"$out" || t_fail "non-root -P f:10: exit $rc: $out"
 fi

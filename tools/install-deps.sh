@@ -33,6 +33,7 @@ need=(
 	fakeroot:fakeroot
 	g++:g++
 	go:golang-go
+	node:nodejs
 )
 missing=()
 for pair in "${need[@]}"; do

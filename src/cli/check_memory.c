@@ -58,7 +58,7 @@ void probe_swap(struct check *c, int cpu)
 	if (f)
 		fclose(f);
 	if (n > 1)
-		check_add(c, "swap", S_INFO, -1, false, "keep detach run's default mlock (do not use --no-mlock)",
+		check_add(c, "swap", S_INFO, -1, false, "detach run --mlock all locks every page of the program (see its --help for the cost)",
 			          "%d swap area(s) active: unlocked memory of a detached program may be paged out", n - 1);
 	else
 		check_add(c, "swap", S_OK, -1, false, NULL, "no swap");

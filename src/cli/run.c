@@ -23,7 +23,7 @@ struct run_opts {
 	cpu_set_t housekeeping;  /* proxies and every other thread */
 	bool have_hk;
 	char policy[16];         /* o | f:N | r:N */
-	bool mlock;
+	const char *mlock;       /* thread | all | none */
 	const char *stats;
 	const char *mode;
 	const char *proxy;       /* NULL: chosen by the runtime's default rule */
@@ -54,7 +54,17 @@ static int usage(int status)
 "                          (policy, priority, nice, affinity) for real; by\n"
 "                          default the runtime keeps them and reports them back\n"
 "                          while the kernel keeps the thread where detach put it\n"
-"      --no-mlock          do not mlockall, prefault the stack or advise huge pages\n"
+"      --mlock WHAT        memory locked against page faults on the detached CPU:\n"
+"                          thread (default): the detached thread's stack\n"
+"                          (prefaulted), its state and the runtime's code and data;\n"
+"                          the program's other memory behaves as natively.\n"
+"                          all: mlockall(MCL_CURRENT|MCL_FUTURE), every page of the\n"
+"                          program now and later: madvise(MADV_DONTNEED) on it fails\n"
+"                          (Node.js/V8 abort), MAP_NORESERVE reservations are\n"
+"                          populated in full, and without root memory beyond\n"
+"                          RLIMIT_MEMLOCK cannot be had (malloc fails).\n"
+"                          none: nothing locked or prefaulted\n"
+"      --no-mlock          the same as --mlock none\n"
 "      --stats FILE        write per-thread statistics as JSON at exit\n"
 "      --mode MODE         sud: every call traps (Syscall User Dispatch);\n"
 "                          rewrite: a site that trapped once is rewritten to call\n"
@@ -293,6 +303,7 @@ static int run_main(int argc, char **argv)
 		{ "housekeeping", required_argument, NULL, 'H' },
 		{ "priority", required_argument, NULL, 'P' },
 		{ "no-mlock", no_argument, NULL, 'M' },
+		{ "mlock", required_argument, NULL, 'L' },
 		{ "stats", required_argument, NULL, 'S' },
 		{ "mode", required_argument, NULL, 'm' },
 		{ "proxy", required_argument, NULL, 'p' },
@@ -303,7 +314,7 @@ static int run_main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct run_opts o = { .policy = "o", .mlock = true, .mode = "auto" };
+	struct run_opts o = { .policy = "o", .mlock = "thread", .mode = "auto" };
 	const char *cpu_arg = NULL, *hk_arg = NULL, *select = "first,pinned";
 	cpu_set_t allowed;
 	char cmdpath[PATH_MAX], lib[PATH_MAX], buf[1024];
@@ -338,7 +349,15 @@ static int run_main(int argc, char **argv)
 			if (parse_policy(optarg, o.policy, sizeof(o.policy)))
 				return EXIT_USAGE;
 			break;
-		case 'M': o.mlock = false; break;
+		case 'M': o.mlock = "none"; break;
+		case 'L':
+			if (strcmp(optarg, "thread") && strcmp(optarg, "all") && strcmp(optarg, "none")) {
+				cli_err("unknown --mlock '%s'", optarg);
+				cli_note("--mlock thread (default), all or none");
+				return EXIT_USAGE;
+			}
+			o.mlock = optarg;
+			break;
 		case 'S': o.stats = optarg; break;
 		case 'm':
 			if (strcmp(optarg, "sud") && strcmp(optarg, "rewrite") && strcmp(optarg, "auto")) {
@@ -467,9 +486,9 @@ static int run_main(int argc, char **argv)
 			return 1;
 		}
 		getrlimit(RLIMIT_MEMLOCK, &rl);
-		if (o.mlock && rl.rlim_cur != RLIM_INFINITY)
-			cli_warn("not root: memory is locked only up to RLIMIT_MEMLOCK (%llu KiB); "
-			     "faults beyond it are counted", (unsigned long long)rl.rlim_cur / 1024);
+		if (!strcmp(o.mlock, "all") && rl.rlim_cur != RLIM_INFINITY)
+			cli_warn("not root: --mlock all can lock only RLIMIT_MEMLOCK (%llu KiB): the program "
+			     "cannot have more memory than that", (unsigned long long)rl.rlim_cur / 1024);
 	}
 	for (int i = 0, cpu; (cpu = cpuset_nth(&o.cpus, i)) >= 0; i++)
 		if (!have_part || !CPU_ISSET(cpu, &part.cpus))
@@ -482,7 +501,7 @@ static int run_main(int argc, char **argv)
 	setenv(ENV_CPUS, cpulist_format(&o.cpus, buf, sizeof(buf)), 1);
 	setenv(ENV_HOUSEKEEPING, cpulist_format(&o.housekeeping, buf, sizeof(buf)), 1);
 	setenv(ENV_POLICY, o.policy, 1);
-	setenv(ENV_MLOCK, o.mlock ? "1" : "0", 1);
+	setenv(ENV_MLOCK, o.mlock, 1);
 	setenv(ENV_MODE, o.mode, 1);
 	if (o.proxy)
 		setenv(ENV_PROXY, o.proxy, 1);

@@ -9,7 +9,7 @@
 #define ENV_CPUS         "DETACH_CPUS"         /* CPU list for detached threads */
 #define ENV_HOUSEKEEPING "DETACH_HOUSEKEEPING" /* CPU list for proxies and other threads */
 #define ENV_POLICY       "DETACH_POLICY"       /* o | f:N | r:N */
-#define ENV_MLOCK        "DETACH_MLOCK"        /* 1 | 0 */
+#define ENV_MLOCK        "DETACH_MLOCK"        /* thread | all | none */
 #define ENV_STATS        "DETACH_STATS"        /* JSON statistics file, or unset */
 #define ENV_MODE         "DETACH_MODE"         /* sud | rewrite | auto */
 #define ENV_PROXY        "DETACH_PROXY"        /* spin | adaptive */

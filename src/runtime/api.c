@@ -34,7 +34,7 @@ static int setup_standalone(int cpu)
 	snprintf(dt_cfg.policy, sizeof(dt_cfg.policy), "o");
 	snprintf(dt_cfg.select, sizeof(dt_cfg.select), "first");
 	snprintf(dt_cfg.mode, sizeof(dt_cfg.mode), "%s", mode && *mode ? mode : "auto");
-	dt_cfg.mlock = true;
+	dt_cfg.mlock = MLOCK_THREAD;
 	dt_cfg.proxy_wait = CPU_COUNT(&dt_cfg.housekeeping) >= 2 ? PROXY_SPIN : PROXY_ADAPTIVE;
 	return runtime_start();
 }

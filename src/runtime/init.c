@@ -76,7 +76,8 @@ static bool read_contract(void)
 		dt_die("%s is missing or malformed: start programs with 'detach run'", ENV_HOUSEKEEPING);
 	dt_hk_mask = dt_cfg.housekeeping;
 	snprintf(dt_cfg.policy, sizeof(dt_cfg.policy), "%s", (v = env_get(ENV_POLICY)) ? v : "o");
-	dt_cfg.mlock = !(v = env_get(ENV_MLOCK)) || strcmp(v, "0");
+	v = env_get(ENV_MLOCK);
+	dt_cfg.mlock = !v || !strcmp(v, "thread") ? MLOCK_THREAD : !strcmp(v, "all") ? MLOCK_ALL : MLOCK_NONE;
 	dt_cfg.verbose = (v = env_get(ENV_VERBOSE)) && !strcmp(v, "1");
 	snprintf(dt_cfg.mode, sizeof(dt_cfg.mode), "%s", (v = env_get(ENV_MODE)) ? v : "auto");
 	if (strcmp(dt_cfg.mode, "sud") && strcmp(dt_cfg.mode, "rewrite") && strcmp(dt_cfg.mode, "auto"))

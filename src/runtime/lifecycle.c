@@ -17,6 +17,7 @@ long do_exit(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 		release_cpu(t->cpu);    /* for the next thread a rule chooses */
 	}
 	intercept_disarm(t);
+	memlock_release(t);
 	count(t, nr, &t->stats->local);
 	dt_self = NULL;
 	thread_free(t);                 /* nothing of it is used from here */

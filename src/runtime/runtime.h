@@ -104,6 +104,7 @@ struct dt_thread {
 	bool observed;
 	volatile bool evicted;          /* another thread took its CPU (threads.c) */
 	int pending_cpu;                /* >= 0: detach on this CPU at the next trap */
+	uintptr_t locked_lo, locked_hi; /* its stack range memlock.c locked */
 	struct dt_thread *next;         /* threads.c's list */
 	pid_t tid;
 	int cpu;
@@ -127,13 +128,14 @@ struct dt_thread {
 
 /* ---- process-wide configuration, fixed after dt_init --------------------- */
 enum proxy_wait { PROXY_SPIN, PROXY_ADAPTIVE };
+enum dt_mlock { MLOCK_THREAD, MLOCK_ALL, MLOCK_NONE };   /* memlock.c */
 struct dt_config {
 	bool active;                    /* this process is the detached one */
 	pid_t pid;
 	cpu_set_t cpus;
 	cpu_set_t housekeeping;
 	char policy[16];
-	bool mlock;
+	enum dt_mlock mlock;
 	bool verbose;
 	enum proxy_wait proxy_wait;
 	char stats_path[4096];
@@ -252,6 +254,10 @@ extern int dt_exit_code DT_HIDDEN;      /* exit_group's status; -1: not known */
 void dt_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2))) DT_HIDDEN;
 void dt_verbose(const char *fmt, ...) __attribute__((format(printf, 1, 2))) DT_HIDDEN;
 int runtime_start(void) DT_HIDDEN;
+
+/* memlock.c */
+void memlock_thread(struct dt_thread *t) DT_HIDDEN;
+void memlock_release(struct dt_thread *t) DT_HIDDEN;
 
 /* threads.c */
 void start_threads(void) DT_HIDDEN;

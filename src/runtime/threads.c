@@ -120,32 +120,6 @@ static void cpus_in_use(cpu_set_t *out)
 
 /* ---- placing a thread ---------------------------------------------------- */
 
-/* Touches the stack below us so that the detached thread takes no fault on
- * its first deep call (mlockall's MCL_FUTURE covers later growth): up to
- * 256 KiB, less on a thread whose stack is smaller (leaving 16 KiB). */
-__attribute__((noinline)) static void prefault_stack(void)
-{
-	size_t want = 256 * 1024, room = want;
-	pthread_attr_t attr;
-	void *lo;
-	size_t size;
-
-	if (!pthread_getattr_np(pthread_self(), &attr)) {
-		if (!pthread_attr_getstack(&attr, &lo, &size)) {
-			uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
-			room = sp > (uintptr_t)lo + 32768 ? sp - (uintptr_t)lo - 32768 : 0;
-		}
-		pthread_attr_destroy(&attr);
-	}
-	size_t n = room < want ? room : want;
-	if (n < 4096)
-		return;
-	char area[n];
-	for (size_t i = 0; i < n; i += 4096)
-		((volatile char *)area)[i] = 0;
-	__asm__ volatile("" : : "r"(area) : "memory");
-}
-
 static void set_policy(pid_t tid)
 {
 	struct sched_param sp = { 0 };
@@ -192,12 +166,7 @@ static void place_and_lock(struct dt_thread *t)
 	if (sched_setaffinity(t->tid, sizeof(one), &one))
 		dt_die("cannot pin tid %d to CPU %d: %s", (int)t->tid, t->cpu, strerror(errno));
 	set_policy(t->tid);
-	if (dt_cfg.mlock) {
-		if (mlockall(MCL_CURRENT | MCL_FUTURE))
-			fprintf(stderr, "detach: warning: mlockall failed (%s): page faults on the "
-				"detached CPU remain possible and are counted\n", strerror(errno));
-		prefault_stack();
-	}
+	memlock_thread(t);
 }
 
 static int arm(struct dt_thread *t)
@@ -259,6 +228,7 @@ void attach_thread(struct dt_thread *t)
 {
 	proxy_stop(t);
 	intercept_disarm(t);
+	memlock_release(t);
 	t->stats->state = 0;
 	dt_self = NULL;
 	move_home(0);

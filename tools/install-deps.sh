@@ -34,6 +34,7 @@ need=(
 	g++:g++
 	go:golang-go
 	node:nodejs
+	valgrind:valgrind
 )
 missing=()
 for pair in "${need[@]}"; do

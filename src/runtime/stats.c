@@ -200,6 +200,9 @@ void stats_finish(void)
 	char cmdline[4096];
 	char *argv[64];
 	int argc = 0, fd, len;
+	char *text = NULL;
+	size_t size = 0;
+	struct rlimit fsize;
 	FILE *f;
 
 	if (!dt_cfg.active || atomic_exchange(&done, 1))
@@ -218,11 +221,11 @@ void stats_finish(void)
 	run_header_init(&h, argc, argv);
 	h.start = dt_cfg.start;            /* the program's start, not this moment */
 	h.tsc_hz = dt_cfg.tsc.hz;
-	f = fopen(dt_cfg.stats_path, "we");
-	if (!f) {
-		dprintf(2, "detach: error: cannot write statistics to %s: %s\n", dt_cfg.stats_path, strerror(errno));
+	/* Composed in memory first: statistics never kill the program, and a
+	 * file grown past RLIMIT_FSIZE would (SIGXFSZ). */
+	f = open_memstream(&text, &size);
+	if (!f)
 		return;
-	}
 	json_init(&j, f);
 	json_object_begin(&j, NULL);
 	json_common_header(&j, &h, dt_exit_code);
@@ -236,4 +239,15 @@ void stats_finish(void)
 	json_array_end(&j);
 	json_object_end(&j);
 	fclose(f);
+	fd = -1;
+	if (getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur < size) {
+		dprintf(2, "detach: warning: statistics not written to %s: %zu bytes exceed the file size "
+			"limit (ulimit -f)\n", dt_cfg.stats_path, size);
+	} else if ((fd = open(dt_cfg.stats_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666)) < 0 ||
+		   write(fd, text, size) != (ssize_t)size) {
+		dprintf(2, "detach: error: cannot write statistics to %s: %s\n", dt_cfg.stats_path, strerror(errno));
+	}
+	if (fd >= 0)
+		close(fd);
+	free(text);
 }

@@ -32,7 +32,8 @@ int dt_is_detached(void);
 /* The time-stamp counter. */
 uint64_t dt_cycles(void);
 
-/* CLOCK_MONOTONIC in nanoseconds, from the TSC: no kernel entry. */
+/* CLOCK_MONOTONIC in nanoseconds, from the TSC: no kernel entry (the first
+ * call calibrates the TSC against CLOCK_MONOTONIC, for 20 ms). */
 uint64_t dt_now_ns(void);
 
 /* Waits until CLOCK_MONOTONIC reaches ns (absolute), spinning against the

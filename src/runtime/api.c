@@ -90,8 +90,6 @@ static struct tsc_clock api_clock;
 
 static const struct tsc_clock *clock_ready(void)
 {
-	if (dt_cfg.tsc.hz)
-		return &dt_cfg.tsc;
 	if (!api_clock.hz)
 		tsc_calibrate(&api_clock, 0);
 	return &api_clock;

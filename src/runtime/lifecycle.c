@@ -128,6 +128,8 @@ long do_clone(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	}
 	else if (flags & CLONE_VFORK)
 		dt_vfork_parent_resumed();
+	else if (ret > 0 && !t->observed)
+		place_child((pid_t)ret);
 	return ret;
 }
 

@@ -272,6 +272,7 @@ void release_cpu(int cpu) DT_HIDDEN;
 void attach_thread(struct dt_thread *t) DT_HIDDEN;
 void dt_fork_child(void) DT_HIDDEN;
 void dt_child_placement(void) DT_HIDDEN;
+void place_child(pid_t tid) DT_HIDDEN;
 void dt_vfork_parent_resumed(void) DT_HIDDEN;
 
 #endif

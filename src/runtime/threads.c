@@ -204,9 +204,13 @@ struct dt_thread *detach_thread(struct dt_thread *t, int cpu)
 	if (!t->stats)
 		dt_die("no statistics slot for tid %d", (int)t->tid);
 	sched_capture(t);               /* what the program sees from now on */
-	place_and_lock(t);
+	/* The proxy first: born where the thread runs now, outside the
+	 * detached CPU, it moves to the housekeeping CPUs at once.  Born after
+	 * the pinning it would wait on the detached CPU, behind a thread that
+	 * never sleeps, for the next scheduler tick. */
 	if ((err = proxy_start(t)))
 		dt_die("cannot start a proxy thread: %s", strerror(-err));
+	place_and_lock(t);
 	syscall(SYS_getcpu, NULL, &node, NULL);
 	t->node = (int)node;
 	t->stats->proxy_tid = t->proxy_tid;
@@ -548,6 +552,16 @@ static void move_home(pid_t tid)
 		}
 	}
 	sys_call3(SYS_sched_setaffinity, tid, sizeof(dt_hk_mask), &dt_hk_mask);
+}
+
+/* The parent's half of the same, right after clone on a detached thread:
+ * the child, born on the detached CPU, cannot run there before the next
+ * scheduler tick (its parent never sleeps); moved now, it runs at once on a
+ * housekeeping CPU.  Not for a watched parent: its child runs at once and
+ * may have detached itself already.  Raw calls: we are inside the trap. */
+void place_child(pid_t tid)
+{
+	move_home(tid);
 }
 
 void dt_child_placement(void)

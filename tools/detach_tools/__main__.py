@@ -1,11 +1,12 @@
 """python3 -m detach_tools TOOL [OPTIONS]: runs one of the tools."""
 import sys
 
-USAGE = ("usage: python3 -m detach_tools {bench,scale,latency,fwdcost} [OPTIONS]\n"
+USAGE = ("usage: python3 -m detach_tools {bench,scale,latency,fwdcost,spawncost} [OPTIONS]\n"
          "  bench     the paper's evaluation (what `detach bench` runs)\n"
          "  scale     a noise trace's slowdown at 10^3..10^6 MPI ranks (`detach scale`)\n"
          "  latency   cyclictest and oslat, plain vs detached vs floor\n"
-         "  fwdcost   cost of a forwarded system call, native vs detached\n")
+         "  fwdcost   cost of a forwarded system call, native vs detached\n"
+         "  spawncost cost of fork, pthread_create and start-up, native vs detached\n")
 
 
 def main(argv=None):
@@ -22,9 +23,11 @@ def main(argv=None):
         from .latency import main as run
     elif tool == "fwdcost":
         from .fwdcost import main as run
+    elif tool == "spawncost":
+        from .spawncost import main as run
     else:
         sys.stderr.write(f"detach_tools: error: unknown tool '{tool}'\n"
-                         "NOTE: choose bench, scale, latency or fwdcost\n")
+                         "NOTE: choose bench, scale, latency, fwdcost or spawncost\n")
         return 2
     return run(rest)
 

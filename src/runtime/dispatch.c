@@ -115,7 +115,7 @@ static const struct rule rules[DT_NR_SYSCALLS] = {
 	[SYS_capset]          = R_FN(do_capset, "capabilities are per thread; the proxy's copy names itself"),
 	[SYS_unshare]         = R_MIRROR("fs, files and namespaces of the calling thread"),
 	[SYS_setns]           = R_MIRROR("namespaces of the calling thread"),
-	[SYS_seccomp]         = R_MIRROR("filters apply to the calling thread"),
+	[SYS_seccomp]         = R_FN(do_seccomp, "filters apply to the calling thread; strict mode is refused"),
 	[SYS_prctl]           = R_FN(do_prctl, "options act on the calling thread"),
 	/* calls naming the caller implicitly */
 	/* the detached thread's own scheduling settings are kept (sched.c) */

@@ -45,6 +45,9 @@ DT_HIDDEN call_fn do_cpu_clock, do_getrusage, do_times, do_rlimit;
 /* identity.c */
 DT_HIDDEN call_fn do_capset, do_futex, do_prctl, do_gettid,
 	do_getcpu, do_sched_yield;
+/* seccomp.c */
+DT_HIDDEN call_fn do_seccomp;
+long seccomp_refuse_strict(struct dt_thread *t, long nr) DT_HIDDEN;
 /* sched.c */
 DT_HIDDEN call_fn do_sched_set, do_sched_get, do_affinity, do_priority;
 

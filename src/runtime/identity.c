@@ -31,6 +31,8 @@ long do_prctl(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	long ret;
 
 	(void)uc;
+	if (a[0] == PR_SET_SECCOMP && a[1] == 1 /* SECCOMP_MODE_STRICT */)
+		return seccomp_refuse_strict(t, nr);
 	ret = local_call(t, nr, a);
 	switch (a[0]) {
 	case PR_SET_SECCOMP:

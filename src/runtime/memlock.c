@@ -3,8 +3,8 @@
  * does (--mlock, DETACH_MLOCK):
  *   thread (default)  the thread's stack below it (up to 256 KiB, touched
  *                     first so that the stack has grown there) and above it,
- *                     its struct, its statistics slot, and the runtime's own
- *                     code and data.  The program's other memory behaves as
+ *                     its struct, its statistics slot, the runtime's stack
+ *                     for it (stack.c), and the runtime's own code and data.  The program's other memory behaves as
  *                     natively: madvise(MADV_DONTNEED), heap growth beyond
  *                     RLIMIT_MEMLOCK, sparse MAP_NORESERVE reservations.
  *   all               mlockall(MCL_CURRENT | MCL_FUTURE): every page, now and
@@ -121,6 +121,8 @@ void memlock_thread(struct dt_thread *t)
 	}
 	if ((err = lock_range((uintptr_t)t, (uintptr_t)t + sizeof(*t))))
 		lock_failed("the detached thread's state", err);
+	if (t->stack_hi && (err = lock_range(t->stack_lo, t->stack_hi)))   /* stays locked in the pool */
+		lock_failed("the runtime's stack of the detached thread (stack.c)", err);
 	if (t->stats && (err = lock_range((uintptr_t)t->stats, (uintptr_t)(t->stats + 1))))
 		lock_failed("the detached thread's statistics", err);
 	if (!__atomic_exchange_n(&runtime_locked, true, __ATOMIC_ACQ_REL) &&

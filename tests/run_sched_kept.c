@@ -148,6 +148,13 @@ int main(int argc, char **argv)
 		same_as_native((char *const[]){ "nice", "-n", "5", self, "print", NULL }, "nice -n 5");
 		same_as_native((char *const[]){ "sh", "-c", "chrt -r 3 taskset -c 0 \"$0\" print", self, NULL },
 			       "sh, chrt -r 3, taskset -c 0");
+		/* children inherit what the program set, or its reset on fork */
+		same_as_native((char *const[]){ "chrt", "-f", "10", "sh", "-c", "\"$0\" print; true", self, NULL },
+			       "a child of chrt -f 10 sh");
+		same_as_native((char *const[]){ "chrt", "-R", "-f", "10", "sh", "-c", "\"$0\" print; true", self, NULL },
+			       "a child of chrt -R -f 10 sh");
+		same_as_native((char *const[]){ "nice", "-n", "7", "sh", "-c", "\"$0\" print; true", self, NULL },
+			       "a child of nice -n 7 sh");
 		if (geteuid() == 0) {
 			output_of(true, NULL, (char *const[]){ self, "kernel", NULL }, out, sizeof(out));
 			printf("default: %s", out);

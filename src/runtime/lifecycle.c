@@ -120,6 +120,8 @@ long do_clone(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	}
 	count(t, nr, &t->stats->local);
 	ret = sys_clone_resume(nr, a[0], a[1], a[2], a[3], a[4], child_uc, parent_uc);
+	if (ret > 0 && !(flags & CLONE_VFORK))
+		sched_inherit(t, (pid_t)ret);   /* the policy it believes in (sched.c) */
 	if (ret == 0) {
 		/* a fork child: private memory, back here.  It runs undetached,
 		 * with the mask its program believes in (kept_open) */

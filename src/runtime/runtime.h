@@ -232,6 +232,7 @@ extern bool dt_cpu_limited DT_HIDDEN;
 /* sched.c */
 void sched_start(void) DT_HIDDEN;
 void sched_capture(struct dt_thread *t) DT_HIDDEN;
+void sched_inherit(const struct dt_thread *t, pid_t tid) DT_HIDDEN;
 void sched_from_env(const char *v) DT_HIDDEN;
 void sched_to_env(struct dt_thread *t, char *buf) DT_HIDDEN;
 #define SCHED_ENV_MAX (32 + 30 * (9 + CPU_SETSIZE / 64))

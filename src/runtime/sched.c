@@ -325,6 +325,35 @@ long do_priority(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	return 0;
 }
 
+/* ---- children ---------------------------------------------------------------- */
+
+/* A child of the detached thread t (tid; 0: the caller, a vfork child)
+ * inherits the settings t believes in, as it would natively, with the
+ * kernel's SCHED_RESET_ON_FORK rules: the kernel gave it detach's policy,
+ * reset on fork.  Affinity is the child placement's (threads.c). */
+void sched_inherit(const struct dt_thread *t, pid_t tid)
+{
+	struct kernel_sched_attr a = t->app.attr;
+
+	if (dt_cfg.keep_policy || t->observed)
+		return;
+	if (a.sched_flags & SCHED_FLAG_RESET_ON_FORK) {
+		if (!is_fair(a.sched_policy)) {
+			a.sched_policy = SCHED_OTHER;
+			a.sched_priority = 0;
+			a.sched_runtime = a.sched_deadline = a.sched_period = 0;
+		}
+		if (a.sched_nice < 0)
+			a.sched_nice = 0;
+	}
+	a.sched_flags &= ~(uint64_t)(SCHED_FLAG_RESET_ON_FORK | SCHED_FLAG_KEEP_POLICY | SCHED_FLAG_KEEP_PARAMS);
+	if (a.sched_policy == SCHED_OTHER && a.sched_nice == 0 && a.sched_util_min == 0 &&
+	    a.sched_util_max == UCLAMP_MAX_VALUE)
+		return;                 /* what the kernel gave it */
+	a.size = sizeof(a);
+	sys_call3(SYS_sched_setattr, tid, &a, 0);
+}
+
 /* ---- set-up and exec -------------------------------------------------------- */
 
 void sched_start(void)

@@ -568,8 +568,10 @@ void dt_child_placement(void)
 {
 	/* A child sharing our TLS (vfork, posix_spawn) sees the parent's dt_self:
 	 * it must not take itself for the detached thread (trampoline.S). */
-	if (dt_self)
+	if (dt_self) {
 		dt_self->vfork_child = 1;
+		sched_inherit(dt_self, 0);      /* vfork: the parent waits */
+	}
 	move_home(0);
 	if (sys_call0(SYS_getpid) != dt_cfg.pid)
 		cputime_child();        /* a new process */

@@ -80,6 +80,11 @@ static void watch_peer(struct ipc_obj *o, const int *ready, int nready)
 /* One look at every object; fills fds with what to sleep on. */
 static int tick(struct pollfd *fds, const int *ready, int nready, bool *duty)
 {
+	/* Only a process with detached threads wakes Linux waiters: a fork
+	 * child of an ordinary thread inherits dt_cfg.active but no detached
+	 * thread, and a second watcher writing the same named FIFO leaves it
+	 * readable after the waiter took the wake-up. */
+	bool waker = dt_cfg.active && dt_cfg.pid == running_in;
 	int n = 1;
 
 	*duty = false;
@@ -97,10 +102,10 @@ static int tick(struct pollfd *fds, const int *ready, int nready, bool *duty)
 			if (v != o->progress_seen) {
 				o->progress_seen = v;
 				full_fence();   /* pairs with the waiter's: wake_wanted set, then progress read */
-				if (dt_cfg.active && load_relaxed(o->wake_wanted))
+				if (waker && load_relaxed(o->wake_wanted))
 					ipc_wake(o->wake_fd);
 			}
-			*duty |= dt_cfg.active;
+			*duty |= waker;
 		}
 	}
 	return n;

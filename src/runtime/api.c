@@ -88,10 +88,19 @@ DT_API uint64_t dt_cycles(void)
 
 static struct tsc_clock api_clock;
 
+/* Calibrated on first use; published by its hz, stored last (release), so
+ * that another thread never reads a base or factor half written. */
 static const struct tsc_clock *clock_ready(void)
 {
-	if (!api_clock.hz)
-		tsc_calibrate(&api_clock, 0);
+	struct tsc_clock c;
+
+	if (!__atomic_load_n(&api_clock.hz, __ATOMIC_ACQUIRE) && !tsc_calibrate(&c, 0)) {
+		uint64_t hz = c.hz;
+
+		c.hz = 0;
+		api_clock = c;
+		__atomic_store_n(&api_clock.hz, hz, __ATOMIC_RELEASE);
+	}
 	return &api_clock;
 }
 

@@ -6,6 +6,7 @@
 t_need_cpus 2
 
 cat > "$T_TMP/strict.c" <<'C'
+#define _GNU_SOURCE
 #include <errno.h>
 #include <linux/seccomp.h>
 #include <stdio.h>

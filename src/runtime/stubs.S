@@ -82,7 +82,7 @@ sys_sigreturn_at:
  * the trap's signal frame prepared by the caller, with rax = 0 and its own
  * rsp in it.  Before anything else it moves itself to the housekeeping CPUs,
  * so that it never competes with the detached thread on its CPU
- * (dt_child_placement, init.c).
+ * (dt_child_placement, threads.c).
  * A vfork parent (parent_uc != 0) finds its stack used by the child: it too
  * leaves through the frame copy, with rax = the child's pid.
  * child_uc and parent_uc travel in rbx and r12: callee-saved registers that

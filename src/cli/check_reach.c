@@ -156,6 +156,9 @@ void probe_tasks(struct check *c, int cpu)
 			CPU_AND(&on, &aff, &c->cpus);
 			if (!CPU_COUNT(&on))
 				continue;
+			/* a zombie never runs again, and no cpuset takes it */
+			if (strchr("ZX", task_state(tid) ?: 'X'))
+				continue;
 			fl = task_flags(tid);
 			task_comm(tid, comm, sizeof(comm));
 			snprintf(path, sizeof(path), "/proc/%ld/task/%ld/cpuset", pid, tid);

@@ -155,6 +155,15 @@ static unsigned long long stat_field(long tid, int n)
 	return p ? strtoull(p, NULL, 10) : 0;
 }
 
+char task_state(long tid)
+{
+	char buf[2048], *after;
+
+	if (stat_fields(tid, buf, sizeof(buf), &after) || !after[1] || !after[2])
+		return 0;
+	return after[2];              /* ") S ..." */
+}
+
 unsigned long long task_starttime(long tid)
 {
 	return stat_field(tid, 22);

@@ -16,6 +16,8 @@ char *hexmask_format(const cpu_set_t *set, char *buf, size_t len);
 void irq_name(int irq, char *buf, size_t len);
 /* Local timer interrupts (LOC) of cpu so far, or -1. */
 long long loc_count(int cpu);
+/* State (field 3) of /proc/TID/stat: 'R', 'S', 'Z' ...; 0 if gone. */
+char task_state(long tid);
 /* Field 22 of /proc/TID/stat (start time in ticks), 0 if gone. */
 unsigned long long task_starttime(long tid);
 /* "comm" of a task, "?" if gone. */

@@ -131,5 +131,6 @@ int check_write_json(const struct check *c, FILE *out, int rc, const struct chec
 	for (int i = 0; i < nm; i++)
 		m[i]->json(c, &j);
 	json_object_end(&j);
+	run_header_free(&h);
 	return ferror(out) ? -EIO : 0;
 }

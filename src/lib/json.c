@@ -135,6 +135,14 @@ void run_header_init(struct run_header *h, int argc, char **argv)
 	clock_gettime(CLOCK_REALTIME, &h->start);
 }
 
+void run_header_free(struct run_header *h)
+{
+	for (int i = 0; h->argv && i < h->argc; i++)
+		free(h->argv[i]);
+	free(h->argv);
+	h->argv = NULL;
+}
+
 static void iso_time(const struct timespec *ts, char *buf, size_t len)
 {
 	struct tm tm;

@@ -129,6 +129,7 @@ struct run_header {
 	uint64_t tsc_hz;      /* 0: not calibrated */
 };
 void run_header_init(struct run_header *h, int argc, char **argv);
+void run_header_free(struct run_header *h);
 void json_common_header(struct json *j, const struct run_header *h, int return_code);
 
 #endif

@@ -21,6 +21,17 @@ TRACE_LIBS   := $(shell pkg-config --libs libtracefs 2>/dev/null || echo -ltrace
 FUSE_CFLAGS  := $(shell pkg-config --cflags fuse3 2>/dev/null || echo -I/usr/include/fuse3)
 FUSE_LIBS    := $(shell pkg-config --libs fuse3 2>/dev/null || echo -lfuse3)
 
+# SANITIZE=1: the command and src/lib with AddressSanitizer and UBSan, in
+# build/asan (`make check-asan` runs the command's tests with it).  The
+# preloaded runtime is left out: it cannot bring a sanitizer into every program.
+ifeq ($(SANITIZE),1)
+BUILD    := build/asan
+SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+CFLAGS   += $(SAN)
+LDFLAGS  += $(SAN)
+.DEFAULT_GOAL := $(BUILD)/detach
+endif
+
 ifeq ($(V),1)
 Q :=
 msg = @true
@@ -140,7 +151,7 @@ $(RT_SO): $(RT_OBJ) $(LIBUTIL) src/runtime/libdetach.map
 
 $(CLI): $(CLI_OBJ) $(LIBUTIL)
 	$(call msg,LD,$@)
-	$(Q)$(CC) -o $@ $(CLI_OBJ) $(LIBUTIL) $(TRACE_LIBS) $(FUSE_LIBS) $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIBUTIL) $(TRACE_LIBS) $(FUSE_LIBS) $(LDLIBS)
 
 $(BUILD)/bench/% $(BUILD)/tests/% $(BUILD)/examples/%: $(LIBUTIL)
 $(BUILD)/bench/%: bench/%.c $(LIBUTIL)
@@ -158,7 +169,7 @@ $(BUILD)/tests/%: tests/%.c $(LIBUTIL) $(wildcard tests/*.h)
 # Examples use the public API only, linked against the runtime as a user's
 # program would be (found beside them through the rpath).
 # tests/api_*.c exercise the public API, linked like an example.
-$(BUILD)/tests/api_%: tests/api_%.c $(RT_SO) $(LIBUTIL) include/detach/detach.h $(wildcard tests/*.h)
+$(BUILD)/tests/api_%: tests/api_%.c $(RT_SO) $(LIBUTIL) include/detach/detach.h $(wildcard tests/helpers/*.h)
 	$(call msg,CC,$<)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIBUTIL) -L$(BUILD) -ldetach -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
@@ -203,6 +214,14 @@ test: deps
 compat: deps all
 	$(Q)DETACH_BIN=$(CURDIR)/$(CLI) tests/compat/cpython.sh
 
+# The tests of the command, run with the SANITIZE=1 build of it (the runtime
+# and the test programs are the usual ones).
+ASAN_TESTS := cli_run check_json isolate_refuse isolate_dry_run isolate_cycle isolate_kill \
+              run_exec_ps bench_json
+check-asan: all
+	$(Q)$(MAKE) --no-print-directory SANITIZE=1
+	$(Q)DETACH_BIN=$(CURDIR)/build/asan/detach TEST_MODES=sud tests/run.sh $(ASAN_TESTS)
+
 bench: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(CLI) bench
@@ -228,6 +247,6 @@ deb:
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: all deps test compat bench programs install uninstall deb clean
+.PHONY: all deps test compat check-asan bench programs install uninstall deb clean
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -14,12 +14,7 @@ interleaved rounds (a before/after comparison): configurations NAME-MODE-PROXY.
 import argparse, json, os, subprocess, sys, tempfile, time
 
 from . import paths
-
-
-def pct(sorted_v, p):
-    """nearest-rank percentile, as src/lib/stats.c"""
-    k = max(0, min(len(sorted_v) - 1, int(-(-p * len(sorted_v) // 100)) - 1))
-    return sorted_v[k]
+from .stats import percentile as pct
 
 
 def main(argv=None):

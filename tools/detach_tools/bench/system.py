@@ -7,6 +7,7 @@ import platform
 import subprocess
 import tempfile
 
+from ..partition import PARTITION, cpuset_root
 from .util import read, warn
 
 RT_RUNTIME = "/proc/sys/kernel/sched_rt_runtime_us"
@@ -163,7 +164,6 @@ def detach_probe(detach, cpu):
             os.unlink(stats)
 
 
-PARTITION = "detach"      # src/lib/partition.h PARTITION_NAME
 
 
 class Partition:
@@ -190,14 +190,7 @@ class Partition:
 
     def cgroup(self):
         """(kind, mount) of the cpuset hierarchy: ('v1', path) or ('v2', path)."""
-        v2 = None
-        for line in (read("/proc/mounts", "") or "").splitlines():
-            f = line.split()
-            if f[2] == "cgroup" and "cpuset" in f[3].split(","):
-                return "v1", f[1]
-            if f[2] == "cgroup2":
-                v2 = f[1]
-        return ("v2", v2) if v2 else (None, None)
+        return cpuset_root()
 
     def preexec(self, where, cpus):
         """A Popen preexec_fn putting the child into the partition

@@ -1,6 +1,9 @@
-"""Small helpers: CPU lists, /proc scanning, errors."""
+"""Small helpers: /proc scanning, errors."""
 import os
 import sys
+
+from ..cpus import format_cpulist, online_cpus, parse_cpulist  # noqa: F401 (the bench's names)
+from ..partition import read  # noqa: F401
 
 
 class BenchError(Exception):
@@ -19,48 +22,6 @@ def err(msg, note=None):
 
 def warn(msg):
     print(f"detach bench: warning: {msg}", file=sys.stderr)
-
-
-def parse_cpulist(s):
-    cpus = set()
-    s = s.strip()
-    if not s:
-        return cpus
-    for part in s.split(","):
-        if "-" in part:
-            a, b = part.split("-", 1)
-            a, b = int(a), int(b)
-            if b < a:
-                raise ValueError(f"bad CPU range '{part}'")
-            cpus.update(range(a, b + 1))
-        else:
-            cpus.add(int(part))
-    return cpus
-
-
-def format_cpulist(cpus):
-    cpus = sorted(cpus)
-    out, i = [], 0
-    while i < len(cpus):
-        j = i
-        while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1:
-            j += 1
-        out.append(str(cpus[i]) if i == j else f"{cpus[i]}-{cpus[j]}")
-        i = j + 1
-    return ",".join(out)
-
-
-def online_cpus():
-    with open("/sys/devices/system/cpu/online") as f:
-        return parse_cpulist(f.read())
-
-
-def read(path, default=None):
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return default
 
 
 def proc_table():

@@ -4,6 +4,7 @@
 #include "lib/util.h"
 
 #include <getopt.h>
+#include <string.h>
 
 int cli_bad_option(const char *verb, char **argv)
 {
@@ -40,4 +41,19 @@ int cli_parse_cpus(const char *opt, const char *arg, cpu_set_t *set)
 		}
 	}
 	return 0;
+}
+
+int cli_choice(const char *what, const char *arg, const char *const *choices)
+{
+	char list[256] = "";
+	size_t o = 0;
+
+	for (int i = 0; choices[i]; i++) {
+		if (!strcmp(arg, choices[i]))
+			return 0;
+		o += (size_t)snprintf(list + o, o < sizeof(list) ? sizeof(list) - o : 0, "%s%s", i ? ", " : "", choices[i]);
+	}
+	cli_err("unknown %s '%s'", what, arg);
+	cli_note("%ss: %s", what, list);
+	return EXIT_USAGE;
 }

@@ -45,6 +45,9 @@ int cli_unexpected_arg(const char *verb, const char *arg);
 /* A CPU list given to option OPT ("-c", "--housekeeping"): well formed and
  * every CPU online.  0, or -1 after an error line and its NOTE. */
 int cli_parse_cpus(const char *opt, const char *arg, cpu_set_t *set);
+/* ARG is one of CHOICES (NULL-terminated); else "unknown WHAT" and a NOTE
+ * listing them.  0 or EXIT_USAGE. */
+int cli_choice(const char *what, const char *arg, const char *const *choices);
 
 /* The path of libdetach.so: DETACH_LIB, or beside the command, or in
  * ../lib from it (run.c).  0, or -1 when there is none. */

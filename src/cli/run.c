@@ -360,19 +360,13 @@ static int run_main(int argc, char **argv)
 			break;
 		case 'S': o.stats = optarg; break;
 		case 'm':
-			if (strcmp(optarg, "sud") && strcmp(optarg, "rewrite") && strcmp(optarg, "auto")) {
-				cli_err("unknown mode '%s'", optarg);
-				cli_note("modes: sud, rewrite, auto");
+			if (cli_choice("mode", optarg, (const char *const[]){ "sud", "rewrite", "auto", NULL }))
 				return EXIT_USAGE;
-			}
 			o.mode = optarg;
 			break;
 		case 'p':
-			if (strcmp(optarg, "spin") && strcmp(optarg, "adaptive")) {
-				cli_err("unknown proxy wait '%s'", optarg);
-				cli_note("proxy waits: spin, adaptive");
+			if (cli_choice("proxy wait", optarg, (const char *const[]){ "spin", "adaptive", NULL }))
 				return EXIT_USAGE;
-			}
 			o.proxy = optarg;
 			break;
 		case 's':

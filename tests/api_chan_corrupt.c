@@ -8,7 +8,7 @@
  * (-EBADMSG counted), the detached thread's kernel counters stay flat, and
  * once the corruption stops both channels carry intact messages again.
  * Timeout: 120 */
-#include "t_chan.h"
+#include "helpers/t_chan.h"
 
 #include <sys/mman.h>
 

@@ -9,7 +9,7 @@
  * /dev/shm/detach/ipc/ and unlink removes them.  Linked into a plain
  * program the library is inert until a channel is opened: one thread, no
  * SIGSYS handler; the first open adds the watcher thread, nothing else. */
-#include "t_chan.h"
+#include "helpers/t_chan.h"
 
 #include <sys/stat.h>
 

@@ -6,7 +6,7 @@
  * producer sees -EPIPE while no consumer lives and never stalls (no put
  * takes a period; its kernel counters stay flat).
  * Timeout: 120 */
-#include "t_chan.h"
+#include "helpers/t_chan.h"
 
 #include <spawn.h>
 #include <sys/mman.h>

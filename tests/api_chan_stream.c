@@ -3,7 +3,7 @@
  * empty and is woken by the housekeeping watcher): none lost, duplicated or
  * reordered, and the producer's kernel counters (syscr, syscw, voluntary
  * switches, stime) flat while it streams. */
-#include "t_chan.h"
+#include "helpers/t_chan.h"
 
 #define N 10000000ull
 #define WAIT_NS 10000000000ull

@@ -5,7 +5,7 @@
  * process sees the channel's fd readable in epoll and poll exactly while
  * messages wait, and a bell's fd while it is rung.  The detached thread's
  * kernel counters stay flat over its puts, rings and waits. */
-#include "t_chan.h"
+#include "helpers/t_chan.h"
 
 #include <poll.h>
 #include <sys/epoll.h>

@@ -3,7 +3,7 @@
  * ordinary thread, then dt_attach(); checked on the kernel's counters (the
  * detached thread's writes leave its syscw alone, it runs on its CPU only,
  * a proxy thread exists while it is detached and is gone after). */
-#include "t_detach.h"
+#include "helpers/t_detach.h"
 #include <detach/detach.h>
 
 #include <pthread.h>

@@ -2,7 +2,7 @@
 # bash-completion package when it is there) and completes verbs, each verb's
 # options as its --help lists them, CPU lists of this machine, the command
 # after `--`, and the PIDs of programs running detached.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/helpers/lib.sh"
 t_need_cpus 2
 COMP=$(cd "$(dirname "$0")/.." && pwd)/dist/bash-completion/detach
 BIN=$(dirname "$DETACH")

@@ -1,29 +1,29 @@
 # Description: fwq and ctlloop: command line (help, bad input) and the JSON
 # they write (common header, self, params, stats consistent with the raw
 # samples).  Behaviour only: no timing threshold.
-. "$(dirname "$0")/bench-lib.bash"
+. "$(dirname "$0")/helpers/lib.sh"
 FWQ=$BUILD/bench/fwq CTL=$BUILD/bench/ctlloop
 [ -x "$FWQ" ] && [ -x "$CTL" ] || { echo "build/bench programs missing: run make"; exit 1; }
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+tmp=$T_TMP
 
-check "fwq --help" 0 "$FWQ" --help
-check "ctlloop --help" 0 "$CTL" --help
-check "fwq --samples 0" 2 "$FWQ" --samples 0
-check "fwq --samples abc" 2 "$FWQ" --samples abc
-check "fwq unknown option" 2 "$FWQ" --bogus
-check "fwq stray argument" 2 "$FWQ" extra
-check "ctlloop --period 1ns" 2 "$CTL" --period 1ns
-check "ctlloop --cpu x" 2 "$CTL" --cpu x
-check "fwq unwritable --json" 1 "$FWQ" -s 5 -l 1000 --json /nonexistent/dir/x.json
-check "fwq small run" 0 "$FWQ" -c 0 -s 200 -w 3 -l 20000 --json "$tmp/fwq.json"
-check "fwq calibrated run" 0 "$FWQ" -s 5 -w 1 -q 200000 --json "$tmp/fwq2.json"
-check "ctlloop sleep" 0 "$CTL" -c 0 -s 100 -w 2 -p 200us --json "$tmp/ctl.json"
-check "ctlloop spin" 0 "$CTL" -s 100 -w 2 -p 200us --spin --json "$tmp/spin.json"
-check "fwdcost small run" 0 "$BUILD/bench/fwdcost" -c 0 -n 200 --json "$tmp/fwdcost.json"
-validate measurement "$tmp/fwq.json" "$tmp/fwq2.json" "$tmp/ctl.json" "$tmp/spin.json"
-validate fwdcost "$tmp/fwdcost.json"
+t_check "fwq --help" 0 "$FWQ" --help
+t_check "ctlloop --help" 0 "$CTL" --help
+t_check "fwq --samples 0" 2 "$FWQ" --samples 0
+t_check "fwq --samples abc" 2 "$FWQ" --samples abc
+t_check "fwq unknown option" 2 "$FWQ" --bogus
+t_check "fwq stray argument" 2 "$FWQ" extra
+t_check "ctlloop --period 1ns" 2 "$CTL" --period 1ns
+t_check "ctlloop --cpu x" 2 "$CTL" --cpu x
+t_check "fwq unwritable --json" 1 "$FWQ" -s 5 -l 1000 --json /nonexistent/dir/x.json
+t_check "fwq small run" 0 "$FWQ" -c 0 -s 200 -w 3 -l 20000 --json "$tmp/fwq.json"
+t_check "fwq calibrated run" 0 "$FWQ" -s 5 -w 1 -q 200000 --json "$tmp/fwq2.json"
+t_check "ctlloop sleep" 0 "$CTL" -c 0 -s 100 -w 2 -p 200us --json "$tmp/ctl.json"
+t_check "ctlloop spin" 0 "$CTL" -s 100 -w 2 -p 200us --spin --json "$tmp/spin.json"
+t_check "fwdcost small run" 0 "$BUILD/bench/fwdcost" -c 0 -n 200 --json "$tmp/fwdcost.json"
+t_validate measurement "$tmp/fwq.json" "$tmp/fwq2.json" "$tmp/ctl.json" "$tmp/spin.json"
+t_validate fwdcost "$tmp/fwdcost.json"
 
-"$PY" - "$tmp" <<'PYEOF' || fail "JSON schema"
+"$PY" - "$tmp" <<'PYEOF' || t_fail "JSON schema"
 import json, sys
 tmp = sys.argv[1]
 HEADER = ("cmdline", "version", "start_time", "end_time", "kernel", "machine",
@@ -77,4 +77,4 @@ for b in bad:
     print("schema:", b)
 sys.exit(1 if bad else 0)
 PYEOF
-done_tests
+t_done

@@ -1,20 +1,20 @@
 # Description: the bench loads (idle, build with --quick's small C tree, io:
 # fio + iperf3 over 127.0.0.1) start confined to the housekeeping CPUs, are
 # seen making progress while they run, and stop leaving no process behind.
-. "$(dirname "$0")/bench-lib.bash"
-[ "$(nproc --all)" -ge 2 ] || skip "needs 2 CPUs"
+. "$(dirname "$0")/helpers/lib.sh"
+[ "$(nproc --all)" -ge 2 ] || t_skip "needs 2 CPUs"
 for t in fio iperf3 taskset gcc make; do
 	command -v $t >/dev/null || { echo "$t missing: run make deps"; exit 1; }
 done
 bench_py() { PYTHONPATH="$ROOT/tools" "$PY" -m detach_tools bench "$@"; }
-out=$(mktemp); trap 'rm -f "$out"' EXIT
+out=$T_TMP/out
 tmpdirs() { ls -d /tmp/detach-bench-build-* /var/tmp/detach-bench-io-* 2>/dev/null | sort; }
 before=$(tmpdirs)
 
 bench_py --quick --load idle,build,io --check-loads 3 >"$out" 2>&1
 rc=$?
-[ $rc -eq 0 ] || { fail "check-loads exit $rc"; tail -20 "$out"; }
-"$PY" - "$out" <<'PYEOF' || fail "load report"
+[ $rc -eq 0 ] || { t_fail "check-loads exit $rc"; tail -20 "$out"; }
+"$PY" - "$out" <<'PYEOF' || t_fail "load report"
 import json, os, sys
 text = open(sys.argv[1]).read()
 d = json.loads(text[text.index("{"):])
@@ -45,6 +45,6 @@ sys.exit(1 if bad else 0)
 PYEOF
 # temporary trees are removed
 left=$(comm -13 <(echo "$before") <(tmpdirs))
-[ -z "$left" ] || fail "temporary load directories left: $left"
-check "unknown load is refused" 2 bench_py --load nosuch --check-loads 1
-done_tests
+[ -z "$left" ] || t_fail "temporary load directories left: $left"
+t_check "unknown load is refused" 2 bench_py --load nosuch --check-loads 1
+t_done

@@ -4,28 +4,27 @@
 # summary has the paper's two tables and the ratios, plots are PNG files,
 # every pinned cell carries the guest's trace, system state is restored and no load process is left; bad input gives one
 # error and exit 2; Ctrl-C keeps partial results and restores state.
-. "$(dirname "$0")/bench-lib.bash"
-[ "$(id -u)" -eq 0 ] || skip "needs root (chrt -f 10, RT throttling, partition)"
-[ "$(nproc --all)" -ge 2 ] || skip "needs 2 CPUs"
+. "$(dirname "$0")/helpers/lib.sh"
+[ "$(id -u)" -eq 0 ] || t_skip "needs root (chrt -f 10, RT throttling, partition)"
+[ "$(nproc --all)" -ge 2 ] || t_skip "needs 2 CPUs"
 [ -x "$BUILD/venv/bin/python" ] || { echo "no venv: run make deps"; exit 1; }
-D=$DETACH_BIN
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+tmp=$T_TMP
 
-check "unknown load" 2 "$D" bench --load nosuch
-check "unknown configuration" 2 "$D" bench --config linux,nosuch
-check "bad --samples" 2 "$D" bench --samples 0
-check "--help" 0 "$D" bench --help
-"$D" bench --load nosuch 2>"$tmp/err" >/dev/null
-[ "$(grep -c '^detach bench:' "$tmp/err")" -eq 1 ] || fail "bad input: expected one error line, got: $(cat "$tmp/err")"
+t_check "unknown load" 2 "$DETACH" bench --load nosuch
+t_check "unknown configuration" 2 "$DETACH" bench --config linux,nosuch
+t_check "bad --samples" 2 "$DETACH" bench --samples 0
+t_check "--help" 0 "$DETACH" bench --help
+"$DETACH" bench --load nosuch 2>"$tmp/err" >/dev/null
+[ "$(grep -c '^detach bench:' "$tmp/err")" -eq 1 ] || t_fail "bad input: expected one error line, got: $(cat "$tmp/err")"
 
 rt_before=$(cat /proc/sys/kernel/sched_rt_runtime_us)
 state_before=$([ -e /run/detach/isolate.state ] && echo yes || echo no)
 
-"$D" bench --quick --out "$tmp/r" --no-print >"$tmp/log" 2>&1
+"$DETACH" bench --quick --out "$tmp/r" --no-print >"$tmp/log" 2>&1
 rc=$?
-[ $rc -eq 0 ] || { fail "quick run exit $rc"; tail -20 "$tmp/log"; }
-validate bench-results "$tmp/r/results.json"
-"$PY" - "$tmp/r" <<'PYEOF' || fail "results"
+[ $rc -eq 0 ] || { t_fail "quick run exit $rc"; tail -20 "$tmp/log"; }
+t_validate bench-results "$tmp/r/results.json"
+"$PY" - "$tmp/r" <<'PYEOF' || t_fail "results"
 import json, os, sys
 r = sys.argv[1]
 d = json.load(open(f"{r}/results.json"))
@@ -78,22 +77,22 @@ for b in bad: print(b)
 sys.exit(1 if bad else 0)
 PYEOF
 
-[ "$(cat /proc/sys/kernel/sched_rt_runtime_us)" = "$rt_before" ] || fail "sched_rt_runtime_us not restored"
+[ "$(cat /proc/sys/kernel/sched_rt_runtime_us)" = "$rt_before" ] || t_fail "sched_rt_runtime_us not restored"
 state_after=$([ -e /run/detach/isolate.state ] && echo yes || echo no)
-[ "$state_after" = "$state_before" ] || fail "partition state not restored"
+[ "$state_after" = "$state_before" ] || t_fail "partition state not restored"
 
 # Ctrl-C: SIGINT to the orchestration mid-run
-"$D" bench --quick --load io --out "$tmp/int" --no-print >"$tmp/log2" 2>&1 &
+"$DETACH" bench --quick --load io --out "$tmp/int" --no-print >"$tmp/log2" 2>&1 &
 pid=$!
 sleep 6
 kill -INT $pid
 wait $pid
 rc=$?
-[ $rc -eq 130 ] || fail "interrupted run: exit $rc, expected 130"
-grep -q '"complete": false' "$tmp/int/results.json" 2>/dev/null || fail "interrupted run kept no partial results.json"
-validate bench-results "$tmp/int/results.json"
-[ "$(cat /proc/sys/kernel/sched_rt_runtime_us)" = "$rt_before" ] || fail "interrupt: sched_rt_runtime_us not restored"
+[ $rc -eq 130 ] || t_fail "interrupted run: exit $rc, expected 130"
+grep -q '"complete": false' "$tmp/int/results.json" 2>/dev/null || t_fail "interrupted run kept no partial results.json"
+t_validate bench-results "$tmp/int/results.json"
+[ "$(cat /proc/sys/kernel/sched_rt_runtime_us)" = "$rt_before" ] || t_fail "interrupt: sched_rt_runtime_us not restored"
 sleep 1
 left=$(pgrep -f "detach-bench-io-|iperf3 -s -B 127.0.0.1" | wc -l)
-[ "$left" -eq 0 ] || fail "interrupt: $left load process(es) left"
-done_tests
+[ "$left" -eq 0 ] || t_fail "interrupt: $left load process(es) left"
+t_done

@@ -2,7 +2,7 @@
  * nearest-rank percentiles, FWQ deltas to the minimum, control-loop
  * deviations, max+/max- and the peak-to-peak "maximum deviation". */
 #include "lib/stats.h"
-#include "t.h"
+#include "helpers/t.h"
 
 #include <math.h>
 #include <stdlib.h>

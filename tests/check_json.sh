@@ -1,16 +1,13 @@
 # Description: detach check --json: common header, findings with severity
 # and fix, verdict and exit status agree, one measured sample per listed CPU;
 # the text output ends in the same verdict.
-set -u
-cd "$(dirname "$0")/.."
-. tests/isolate_common.bash
-[ "$(nproc --all)" -ge 2 ] || skip "needs 2 CPUs"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-FAILED=0
+. "$(dirname "$0")/helpers/lib.sh"
+cd "$ROOT"
+[ "$(nproc --all)" -ge 2 ] || t_skip "needs 2 CPUs"
+T=$T_TMP
 
-"$D" check -c 1 --sample 200ms --json >"$T/j" 2>"$T/e"; rc=$?
-python3 - "$T/j" $rc <<'PY' || fail "JSON content"
+"$DETACH" check -c 1 --sample 200ms --json >"$T/j" 2>"$T/e"; rc=$?
+python3 - "$T/j" $rc <<'PY' || t_fail "JSON content"
 import json, sys
 d = json.load(open(sys.argv[1])); rc = int(sys.argv[2])
 err = []
@@ -34,19 +31,18 @@ s = d["samples"][0]
 if s["measured"] and not (s["max_gap_ns"] > 0 and s["local_timer_interrupts"] >= 0): err.append("sample %r" % s)
 print("\n".join(err)); sys.exit(1 if err else 0)
 PY
-[ -s "$T/e" ] && { fail "stderr not empty"; cat "$T/e"; }
-python3 tests/validate_json.py check "$T/j" || fail "not as docs/schema/check.schema.json"
+[ -s "$T/e" ] && { t_fail "stderr not empty"; cat "$T/e"; }
+t_validate check "$T/j"
 
 # --json=FILE: text on stdout, JSON in the file, same exit.
-"$D" check -c 1 --sample 0 --json="$T/f" >"$T/text"; rc2=$?
+"$DETACH" check -c 1 --sample 0 --json="$T/f" >"$T/text"; rc2=$?
 [ $rc2 -eq $rc ] || echo "note: exit $rc2 vs $rc (the machine changed between runs?)"
-python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["samples"]==[]' "$T/f" || fail "--json=FILE"
-python3 tests/validate_json.py check "$T/f" || fail "--json=FILE: not as docs/schema/check.schema.json"
-grep -q "^verdict: .*exit status $rc2" "$T/text" || fail "text verdict line"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["samples"]==[]' "$T/f" || t_fail "--json=FILE"
+t_validate check "$T/f"
+grep -q "^verdict: .*exit status $rc2" "$T/text" || t_fail "text verdict line"
 # check needs no root.
 if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
-	setpriv --reuid=65534 --regid=65534 --clear-groups "$D" check -c 1 --sample 0 >/dev/null 2>"$T/e2"
-	case $? in 0|3|4) ;; *) fail "check as nobody: $(cat "$T/e2")" ;; esac
+	setpriv --reuid=65534 --regid=65534 --clear-groups "$DETACH" check -c 1 --sample 0 >/dev/null 2>"$T/e2"
+	case $? in 0|3|4) ;; *) t_fail "check as nobody: $(cat "$T/e2")" ;; esac
 fi
-[ $FAILED -eq 0 ] && echo "check output consistent"
-exit $FAILED
+t_done "check output consistent"

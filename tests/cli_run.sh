@@ -1,39 +1,27 @@
 # Description: `detach run` refuses bad input with one error line and the
 # documented exit status; the exit status of a program reaches the caller.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/helpers/lib.sh"
 t_need_cpus 2
-
-# check WHAT EXPECTED-EXIT PATTERN -- ARGS...: exit status and a stderr line
-check() {
-	local what=$1 want=$2 pattern=$3; shift 4
-	local out rc
-	out=$("$DETACH" "$@" 2>&1 >/dev/null); rc=$?
-	[ "$rc" = "$want" ] || t_fail "$what: exit $rc, want $want ($out)"
-	if [ -n "$pattern" ] && ! grep -qE "$pattern" <<<"$out"; then
-		t_fail "$what: no line matching '$pattern' in: $out"
-	fi
-	echo "ok: $what (exit $rc)"
-}
 
 printf 'int main(void){return 0;}\n' > "$T_TMP/s.c"
 gcc -static -o "$T_TMP/static" "$T_TMP/s.c" 2>/dev/null || t_skip "cannot build a static program (libc6-dev)"
 printf '#!/bin/sh\necho hi\n' > "$T_TMP/noexec.sh"; chmod 644 "$T_TMP/noexec.sh"
 
-check "unknown option"        2 "^detach: error:.*|unrecognized option" -- run --bogus -- true
-check "malformed CPU list"    2 "malformed CPU list.*'1-x'" -- run -c 1-x -- true
-check "offline CPU"           2 "CPU 9.* not online" -- run -c 9 -- true
-check "no housekeeping CPU"   2 "no housekeeping CPU" -- run -c 0-1 -- true
-check "overlap -c and -H"     2 "both detached" -- run -c 1 -H 0-1 -- true
-check "missing command"       2 "no command given" -- run -c 1
-check "command not found"     127 "command not found" -- run -c 1 -- no-such-command-xyz
-check "not executable"        126 "permission denied" -- run -c 1 -- "$T_TMP/noexec.sh"
-check "static program"        1 "statically linked" -- run -c 1 -- "$T_TMP/static"
-check "bad policy"            2 "bad policy" -- run -c 1 -P f:100 -- true
-check "bad mode"              2 "unknown mode" -- run -c 1 --mode fast -- true
-check "bad --mlock"           2 "unknown --mlock" -- run -c 1 --mlock some -- true
-check "bad proxy wait"        2 "unknown proxy wait" -- run -c 1 --proxy sleep -- true
-check "unknown verb"          2 "unknown verb" -- frobnicate
-check "help"                  0 "" -- run --help
+t_refused "unknown option"        2 "^detach: error:.*|unrecognized option" "$DETACH" run --bogus -- true
+t_refused "malformed CPU list"    2 "malformed CPU list.*'1-x'" "$DETACH" run -c 1-x -- true
+t_refused "offline CPU"           2 "CPU 9.* not online" "$DETACH" run -c 9 -- true
+t_refused "no housekeeping CPU"   2 "no housekeeping CPU" "$DETACH" run -c 0-1 -- true
+t_refused "overlap -c and -H"     2 "both detached" "$DETACH" run -c 1 -H 0-1 -- true
+t_refused "missing command"       2 "no command given" "$DETACH" run -c 1
+t_refused "command not found"     127 "command not found" "$DETACH" run -c 1 -- no-such-command-xyz
+t_refused "not executable"        126 "permission denied" "$DETACH" run -c 1 -- "$T_TMP/noexec.sh"
+t_refused "static program"        1 "statically linked" "$DETACH" run -c 1 -- "$T_TMP/static"
+t_refused "bad policy"            2 "bad policy" "$DETACH" run -c 1 -P f:100 -- true
+t_refused "bad mode"              2 "unknown mode" "$DETACH" run -c 1 --mode fast -- true
+t_refused "bad --mlock"           2 "unknown --mlock" "$DETACH" run -c 1 --mlock some -- true
+t_refused "bad proxy wait"        2 "unknown proxy wait" "$DETACH" run -c 1 --proxy sleep -- true
+t_refused "unknown verb"          2 "unknown verb" "$DETACH" frobnicate
+t_refused "help"                  0 "" "$DETACH" run --help
 out=$(taskset -c 0 "$DETACH" run -c 1 -- true 2>&1); rc=$?
 if [ -d /sys/fs/cgroup/cpuset/detach ] || [ -d /sys/fs/cgroup/detach ]; then
 	echo "skip: outside-affinity check (a detach partition exists)"
@@ -47,6 +35,7 @@ out=$("$DETACH" run -c 1-x -- true 2>&1 >/dev/null)
 # exit status and terminating signal reach the caller as a shell reports them
 "$DETACH" run -c 1 -- sh -c 'exit 42'; [ $? = 42 ] || t_fail "exit 42 not passed on"
 "$DETACH" run -c 1 -- sh -c 'kill -TERM $$'; [ $? = 143 ] || t_fail "SIGTERM not passed on"
+t_reap_registry
 
 # without root: the program runs; --mlock all says what the memlock limit costs
 if [ -d /sys/fs/cgroup/cpuset/detach ] || [ -d /sys/fs/cgroup/detach ]; then

@@ -13,7 +13,7 @@
 # SIGTERM, SIGINT, SIGHUP, by --unmount, and after the daemon was killed by
 # --unmount or the next --mount (/proc/mounts checked).
 # Timeout: 120
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/helpers/lib.sh"
 t_need_cpus 2
 t_need_root
 [ -e /dev/fuse ] || t_skip "no /dev/fuse (modprobe fuse)"

@@ -3,7 +3,7 @@
 # /usr/bin/detach runs (--version, the manual page, bench --help from the
 # system's python3), and `dpkg --purge` removes every file it brought.
 # Timeout: 400
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/helpers/lib.sh"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 [ "$(id -u)" -eq 0 ] || t_skip "needs root (dpkg -i, dpkg --purge): the package is built and checked in CI"
 VERSION=$(sed -n 's/^VERSION *:= *//p' "$ROOT/Makefile")

@@ -3,7 +3,7 @@
 # restarts; every logger continues with the sample after the last one its
 # predecessor took (none skipped, none twice), and `detach ps` lists the
 # channel with its counters while it runs.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/helpers/lib.sh"
 t_need_cpus 2
 ex=$BUILD/examples/chan_pipeline
 [ -x "$ex" ] || { t_fail "examples/chan_pipeline was not built"; t_done; }

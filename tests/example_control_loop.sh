@@ -1,7 +1,7 @@
 # Description: examples/control_loop.c, the paper's loop through the API,
 # runs linked on its own and under `detach run`, detached on CPU 1, with its
 # waits served without the kernel (no forwarded or trapping sleep).
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/helpers/lib.sh"
 t_need_cpus 2
 ex=$BUILD/examples/control_loop
 [ -x "$ex" ] || { t_fail "examples/control_loop was not built"; t_done; }

@@ -2,7 +2,7 @@
 # Linux process that mbuff_alloc the same name share one region: the peer's
 # gain reaches the 1 kHz RT thread, whose samples (value = gain * period)
 # the peer reads consistent; the last mbuff_free removes the name.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/helpers/lib.sh"
 t_need_cpus 2
 rt=$BUILD/examples/rtl/mbuff_rt peer=$BUILD/examples/rtl/mbuff_peer
 [ -x "$rt" ] && [ -x "$peer" ] || { t_fail "examples/rtl/mbuff_rt or mbuff_peer not built"; t_done; }

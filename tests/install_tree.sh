@@ -5,7 +5,7 @@
 # bench --quick --no-plots`; an RTLinux example builds with the installed
 # pkg-config detach-rtl; `make uninstall` then leaves nothing behind.
 # Timeout: 400
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/helpers/lib.sh"
 t_need_cpus 2
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VERSION=$(sed -n 's/^VERSION *:= *//p' "$ROOT/Makefile")

@@ -1,7 +1,7 @@
 # Description: a JVM's implicit null checks work detached in the default
 # mode: a JIT-compiled method called with null 1,000 times throws 1,000
 # NullPointerExceptions, natively and under `detach run`.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/helpers/lib.sh"
 t_need_cpus 2
 unset DETACH_MODE        # the default mode, whatever the runner's pass
 command -v java >/dev/null || t_skip "no java (default-jre-headless; tools/install-deps.sh installs it)"

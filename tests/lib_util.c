@@ -1,5 +1,5 @@
 /* Description: src/lib helpers: CPU lists, durations, TSC calibration, JSON. */
-#include "t.h"
+#include "helpers/t.h"
 #include "lib/util.h"
 
 #include <errno.h>

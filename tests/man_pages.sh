@@ -2,7 +2,7 @@
 # `man -l` would), and they agree with the command: every verb `detach --help`
 # lists has its section (isolate: detach-isolate(8)), and each section names
 # exactly the options of `detach VERB --help`.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/helpers/lib.sh"
 MAN=$(dirname "$0")/../docs/man
 command -v groff >/dev/null || t_skip "groff missing: run make deps (apt package groff-base)"
 

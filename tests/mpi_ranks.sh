@@ -8,7 +8,7 @@
 # naming the numbers; `mpirun -np 1 detach run -- app` works unaided.
 # bench/fwq_mpi: its JSON agrees with its raw samples, bad input is refused.
 # Timeout: 240
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/helpers/lib.sh"
 t_need_cpus 2
 for c in mpicc.openmpi mpirun.openmpi mpicc.mpich mpirun.mpich; do
 	command -v $c >/dev/null || t_skip "$c is missing (tools/install-deps.sh installs Open MPI and MPICH)"

@@ -2,7 +2,7 @@
 # reads *(int *)8 dies with SIGSEGV natively and under `detach run` (default
 # mode), detached on CPU 1 until then.  `--mode rewrite` asked for on a CPU
 # without protection keys (page 0 readable) runs with a warning naming the risk.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/helpers/lib.sh"
 t_need_cpus 2
 unset DETACH_MODE        # the default mode, whatever the runner's pass
 

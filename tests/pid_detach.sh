@@ -10,7 +10,7 @@
 # program, a traced one, one already detached, another user's without
 # CAP_SYS_PTRACE, kernel.yama.ptrace_scope 3.
 # Timeout: 120
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/helpers/lib.sh"
 t_need_cpus 2
 t_need_root
 command -v setpriv >/dev/null || t_skip "setpriv is not installed (make deps)"

@@ -4,7 +4,7 @@
  * (syscw), no kernel time and no voluntary switch over them.  The same
  * program in sud mode takes one trap per call.
  * Timeout: 900 */
-#include "t_outer.h"
+#include "helpers/t_detach.h"
 
 static int inner(long calls)
 {

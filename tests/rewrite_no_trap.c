@@ -10,7 +10,7 @@
  * the staged int3 (the kernel's SIGTRAP deliveries, seen by strace) and
  * every call of either thread returns the right result.
  * Timeout: 180 */
-#include "t_outer.h"
+#include "helpers/t_detach.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -5,7 +5,7 @@
  * no rewritten site (a NULL function pointer) crashes with SIGSEGV and a
  * message.
  * Timeout: 600 */
-#include "t_outer.h"
+#include "helpers/t_detach.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -144,5 +144,6 @@ int main(int argc, char **argv)
 	       WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
 	t_check(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, "NULL call: status %#x, want SIGSEGV", st);
 	unlink(stats);
+	t_reap_registry();
 	return t_done();
 }

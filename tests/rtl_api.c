@@ -7,7 +7,7 @@
  * executive thread, that 600 switches between RT threads made no system
  * call and no sleep.  Timing is counted in periods, never in durations.
  * Timeout: 120 */
-#include "t_chan.h"
+#include "helpers/t_chan.h"
 #include <detach/rtl.h>
 
 #include <sys/mman.h>

@@ -7,7 +7,7 @@
 # failing: a message and exit 1, without cleanup_module; SIGTERM and SIGINT
 # run cleanup_module and exit 0; an unprovided RTLinux call fails the build.
 # Timeout: 120
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/helpers/lib.sh"
 t_need_cpus 2
 frank=$BUILD/examples/rtl/frank
 echo_task=$BUILD/tests/rtl/echo_task

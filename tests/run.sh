@@ -8,11 +8,20 @@
 #                                 for more with a "Timeout: N" line)
 #   TEST_MODES="sud rewrite"      the tests of `detach run` (run_*, cli_run)
 #                                 run once per mode, with DETACH_MODE set
+#   DETACH_BIN=PATH               the command to test (default build/detach;
+#                                 `make check-asan` passes a sanitizer build)
+#
+# After every test the runner checks what no test may leave behind, and fails
+# the test that did, with a line naming the leak: a detach-proxy thread still
+# running, a new file in the runtime's registry (/dev/shm/detach), the
+# isolation state (cpusets, IRQ affinities, workqueue masks, RT throttling)
+# changed.  tests/helpers/ holds the helper libraries (lib.sh, state.sh, t.h,
+# t_detach.h).
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 export DETACH_ROOT=$ROOT
-export DETACH_BIN=$ROOT/build/detach
+export DETACH_BIN=${DETACH_BIN:-$ROOT/build/detach}
 export DETACH_LIB=$ROOT/build/libdetach.so
 export BUILD=$ROOT/build
 logs=$ROOT/build/test-logs
@@ -24,12 +33,27 @@ if [ $# -gt 0 ]; then
 	tests=("$@")
 else
 	for f in tests/*.c tests/*.sh; do
-		[ -e "$f" ] || continue
+		[ -e "$f" ] && ! [ "$f" -ef "$0" ] || continue
 		n=$(basename "$f"); n=${n%.*}
-		case $n in run|lib) continue ;; esac
 		tests+=("$n")
 	done
 fi
+
+. tests/helpers/state.sh
+
+# leaks NAME: what the test left behind against the snapshots taken before
+# it, one line each.  Exiting processes need a moment: asks again for 3 s.
+leaks() {
+	local i new
+	for i in $(seq 30); do
+		new=$( { comm -13 "$logs/.proxies" <(t_state_proxies) | sed 's/^/detach-proxy thread still running: /'
+			 comm -13 "$logs/.registry" <(t_state_registry) | sed 's/^/registry file left: \/dev\/shm\/detach\//'
+			 diff "$logs/.isolation" <(t_state_isolation) | sed -n 's/^> /isolation state changed: /p'; } )
+		[ -z "$new" ] && return
+		sleep 0.1
+	done
+	echo "$new"
+}
 
 pass=0 fail=0 skip=0 failed=()
 run_one() {   # NAME MODE (MODE empty: as it comes)
@@ -42,9 +66,17 @@ run_one() {   # NAME MODE (MODE empty: as it comes)
 	limit=${limit:-$timeout_s}
 	[ -n "$mode" ] && label="$n [$mode]"
 	log=$logs/$n${mode:+.$mode}.log
+	t_state_proxies >"$logs/.proxies"; t_state_registry >"$logs/.registry"
+	t_state_isolation >"$logs/.isolation"
 	start=$(date +%s.%N)
 	DETACH_MODE=$mode timeout -k 10 "$limit" "${cmd[@]}" </dev/null >"$log" 2>&1
 	rc=$?
+	left=$(leaks)
+	if [ -n "$left" ] && [ "$rc" != 124 ] && [ "$rc" != 137 ]; then
+		echo "LEAK $label: $(echo "$left" | head -n 1)" >>"$log"
+		echo "$left" | sed "s/^/LEAK $label: /" | head -n 5
+		rc=1
+	fi
 	secs=$(printf '%.1f' "$(echo "$(date +%s.%N) - $start" | bc)")
 	case $rc in
 	0) pass=$((pass + 1)); echo "PASS $label (${secs}s)" ;;

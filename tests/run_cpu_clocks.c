@@ -3,7 +3,7 @@
  * MAKE_THREAD_CPUCLOCK(0, PROF/VIRT/SCHED) (-4, -3, -2) read its time, not
  * the proxy's, and a 2 ms thread-CPU timer (glibc's timer_create passes
  * -2) fires at the native rate, within 10%, while the thread computes. */
-#include "t_detach.h"
+#include "helpers/t_detach.h"
 
 #include <signal.h>
 #include <time.h>

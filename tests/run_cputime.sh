@@ -5,7 +5,7 @@
 # select on a pipe (forwarded), as natively; `ulimit -t 1` does not stop a
 # program that sleeps 3 s, still stops one that computes (as natively), and
 # the program reads its own limit, also after execve.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/helpers/lib.sh"
 t_need_cpus 2
 
 cat > "$T_TMP/cpu.py" <<'PY'

@@ -2,7 +2,7 @@
 # detached again, its children are not); the program's environment is its
 # own; `detach ps` lists a running detached thread; SIGSTOP/SIGCONT work;
 # no helper thread outlives the program.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/helpers/lib.sh"
 t_need_cpus 2
 
 # 1. wrapper.sh execs a program: that program is the detached one.

@@ -2,7 +2,7 @@
 # thread (sh -c 'exec ./static', env ./static) cannot take the runtime and
 # runs undetached: detach says so on stderr, once, and the program's output
 # and exit status are its own.  A dynamic one reached so says nothing.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/helpers/lib.sh"
 t_need_cpus 2
 
 printf '#include <stdio.h>\nint main(void){puts("static ran");return 3;}\n' > "$T_TMP/s.c"

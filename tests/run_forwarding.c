@@ -1,7 +1,7 @@
 /* Description: forwarding is real: 10,000 write() calls of the detached
  * thread are carried out by its proxy (the kernel's syscw says so), and the
  * detached thread stays on its CPU throughout (no migration). */
-#include "t_detach.h"
+#include "helpers/t_detach.h"
 
 int main(int argc, char **argv)
 {

@@ -3,7 +3,7 @@
 # detached as natively, 3 runs of 3: neither the trap's signal frame nor the
 # trampoline's saved state may land on a goroutine's stack (issue 13).
 # Timeout: 600
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/helpers/lib.sh"
 t_need_cpus 2
 command -v go >/dev/null 2>&1 || t_skip "go is not installed (Debian: golang-go, tools/install-deps.sh)"
 

@@ -1,7 +1,7 @@
 /* Description: fork, vfork, posix_spawn, system() and pthread_create from a
  * detached thread at SCHED_FIFO, with RT throttling on and off: children and
  * threads start as SCHED_OTHER on the housekeeping CPUs and all complete. */
-#include "t_detach.h"
+#include "helpers/t_detach.h"
 
 #include <pthread.h>
 #include <spawn.h>

@@ -1,7 +1,7 @@
 /* Description: calls whose meaning is the calling thread act on the
  * detached thread, not on its proxy: checked row by row on the kernel's
  * per-thread state (comm, SigBlk, policy, affinity, nice, FS base, CPU time). */
-#include "t_detach.h"
+#include "helpers/t_detach.h"
 
 #include <asm/prctl.h>
 #include <pthread.h>

@@ -3,7 +3,7 @@
 # MAP_NORESERVE reservation with 1 MiB touched leaves VmLck small, and a
 # non-root user under an 8 MiB memlock limit grows a heap to 64 MiB, as
 # natively.  --mlock all still locks everything (VmLck covers the 1 MiB).
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/helpers/lib.sh"
 t_need_cpus 2
 chmod 755 "$T_TMP"
 

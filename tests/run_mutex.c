@@ -1,7 +1,7 @@
 /* Description: 8 threads and the detached thread contend on one pthread
  * mutex for 100,000 increments each; the count is exact (futex waits and
  * wakes forwarded by the proxy lose nothing). */
-#include "t_detach.h"
+#include "helpers/t_detach.h"
 
 #include <pthread.h>
 

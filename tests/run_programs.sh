@@ -1,6 +1,6 @@
 # Description: unmodified programs behave the same with and without detach
 # (same stdout, same exit status); each detached run shows forwarded calls.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/helpers/lib.sh"
 t_need_cpus 2
 
 head -c 50000000 /dev/urandom > "$T_TMP/50M"

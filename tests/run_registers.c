@@ -2,7 +2,7 @@
  * and r11), the vector registers (xmm/ymm, zmm and opmasks where present)
  * and the flags the program can see hold exactly across a raw `syscall` of
  * a detached thread: forwarded, local and emulated calls. */
-#include "t_detach.h"
+#include "helpers/t_detach.h"
 
 #include <pthread.h>
 #include <signal.h>

@@ -4,7 +4,7 @@
  * are made; 100 fresh processes under `detach run`, each with its own time
  * limit, all print "done" as the program does natively.
  * Timeout: 300 */
-#include "t_detach.h"
+#include "helpers/t_detach.h"
 
 #include <poll.h>
 #include <signal.h>

@@ -7,7 +7,7 @@
 # (voluntary switches flat) and it is hardly preempted; `--select first`
 # keeps the first thread there and is warned about.  rt-tests from Debian.
 # Timeout: 120
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/helpers/lib.sh"
 t_need_cpus 2
 command -v cyclictest >/dev/null && command -v oslat >/dev/null || t_skip "needs cyclictest and oslat (rt-tests)"
 

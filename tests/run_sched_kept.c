@@ -6,7 +6,7 @@
  * errors for bad requests, while the kernel's own view of the thread
  * (/proc/self/task/TID/stat, Cpus_allowed_list) is unchanged;
  * --keep-policy applies them for real. */
-#include "t_detach.h"
+#include "helpers/t_detach.h"
 
 #include <sys/resource.h>
 #include <sys/wait.h>

@@ -2,7 +2,7 @@
 # runtime's own calls would kill the process), is refused at the call with
 # EINVAL and one line on stderr, through prctl and through seccomp(2); the
 # program goes on and exits normally.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/helpers/lib.sh"
 t_need_cpus 2
 
 cat > "$T_TMP/strict.c" <<'C'

@@ -2,7 +2,7 @@
  * and no others: order:2, name:GLOB and pinned, each checked on the
  * kernel's counters (the chosen thread's own writes do not reach its syscw,
  * it is allowed on CPU 1 only; the other thread's writes do, on CPU 0). */
-#include "t_outer.h"
+#include "helpers/t_detach.h"
 
 #include <pthread.h>
 #include <sys/prctl.h>

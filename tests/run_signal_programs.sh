@@ -5,7 +5,7 @@
 # detached thread; setpriv changes credentials (with and without clearing
 # groups) and the program after its execve still runs, detached.
 # Timeout: 300
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/helpers/lib.sh"
 t_need_cpus 2
 for p in strace gdb setpriv; do command -v $p >/dev/null || t_skip "$p is not installed (make deps)"; done
 

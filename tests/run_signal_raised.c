@@ -5,7 +5,7 @@
  * RLIMIT_FSIZE raises SIGXFSZ (EFBIG; default: killed).  A blocked SIGPIPE
  * stays pending on the detached thread.  Checked natively first, then
  * detached. */
-#include "t_detach.h"
+#include "helpers/t_detach.h"
 
 #include <signal.h>
 #include <sys/resource.h>

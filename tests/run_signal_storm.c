@@ -7,7 +7,7 @@
  * with it ends with EINTR (the first one decides).  Checked natively first,
  * then detached.
  * Timeout: 600 */
-#include "t_detach.h"
+#include "helpers/t_detach.h"
 
 #include <pthread.h>
 #include <signal.h>

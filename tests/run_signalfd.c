@@ -4,7 +4,7 @@
  * holding the signalfd see it readable, sigwaitinfo, sigtimedwait and
  * sigpending see it; a dup of the signalfd works as the signalfd.  Checked
  * natively first, then detached. */
-#include "t_detach.h"
+#include "helpers/t_detach.h"
 
 #include <poll.h>
 #include <signal.h>

@@ -4,7 +4,7 @@
  * inside a trap); a handler that siglongjmps out of a blocked read (the
  * timeout idiom) leaves nothing behind; the proxy never runs the program's
  * handlers. */
-#include "t_detach.h"
+#include "helpers/t_detach.h"
 
 #include <pthread.h>
 #include <setjmp.h>

@@ -7,7 +7,7 @@
  * stops the program three times and it exits normally, as it does without
  * detach.  Checked natively first.
  * Timeout: 120 */
-#include "t_detach.h"
+#include "helpers/t_detach.h"
 
 #include <signal.h>
 #include <ucontext.h>

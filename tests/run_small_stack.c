@@ -3,7 +3,7 @@
  * natively: forwarded (getppid, uname, a 4 KiB write and read), emulated
  * (gettid) and a timed wait.  The runtime must not put the trap's signal
  * frame or the trampoline's saved state on the program's stack. */
-#include "t_detach.h"
+#include "helpers/t_detach.h"
 
 #include <sys/mman.h>
 #include <sys/utsname.h>

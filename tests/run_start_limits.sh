@@ -2,7 +2,7 @@
 # under `ulimit -f` the runtime's statistics never kill the program
 # (SIGXFSZ), they are left out with a warning; valgrind under detach is
 # refused with one clear error, not killed by SIGSYS.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/helpers/lib.sh"
 t_need_cpus 2
 
 out=$(ulimit -f 200; "$DETACH" run -c 1 -- echo hi 2>"$T_TMP/err"); rc=$?

@@ -4,7 +4,7 @@
  * ppoll without descriptors) never wake early, and the kernel shows no
  * sleep: no voluntary switch of the detached thread nor of its (spinning)
  * proxy.  A signal ends a sleep with EINTR and the time left, as natively. */
-#include "t_detach.h"
+#include "helpers/t_detach.h"
 
 #include <poll.h>
 #include <signal.h>

@@ -4,7 +4,7 @@
  * under signal load (a SIGALRM itimer every 100 us whose handler uses the
  * vector registers itself), natively and detached.
  * Timeout: 600 */
-#include "t_detach.h"
+#include "helpers/t_detach.h"
 
 #include <signal.h>
 #include <sys/time.h>

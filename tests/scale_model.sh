@@ -5,7 +5,7 @@
 # interval, length d) follow 1 - (1 - p)^N against the closed form; bad
 # input is one error line.  SimGrid runs here, no CPU is measured.
 # Timeout: 240
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/helpers/lib.sh"
 [ -x "$BUILD/scale_sim" ] || t_skip "build/scale_sim is missing (libsimgrid-dev: tools/install-deps.sh)"
 [ -x "$BUILD/venv/bin/python" ] || t_skip "no Python venv (make deps)"
 TOOLS=$(cd "$(dirname "$0")/.." && pwd)/tools

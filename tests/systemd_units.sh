@@ -2,7 +2,7 @@
 # without a word (works where systemd is not PID 1), and `detach run` behaves
 # as a service's main process: no terminal, SIGTERM (systemctl stop) ends the
 # program as it would natively, with its exit status.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/helpers/lib.sh"
 t_need_cpus 2
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 

@@ -6,7 +6,7 @@
 #include "lib/stall.h"
 #include "lib/trace.h"
 #include "lib/util.h"
-#include "t.h"
+#include "helpers/t.h"
 
 #include <errno.h>
 #include <pthread.h>

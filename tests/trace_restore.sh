@@ -5,22 +5,19 @@
 # check and its guard (the next run undoes the dead run's journal), with
 # tracefs mounted and not.
 # Timeout: 180
-set -u
-cd "$(dirname "$0")/.."
-. tests/isolate_common.bash
-[ "$(id -u)" -eq 0 ] || skip "needs root (tracefs)"
-[ "$(nproc --all)" -ge 2 ] || skip "needs 2 CPUs"
-T=$(mktemp -d)
+. "$(dirname "$0")/helpers/lib.sh"
+cd "$ROOT"
+[ "$(id -u)" -eq 0 ] || t_skip "needs root (tracefs)"
+[ "$(nproc --all)" -ge 2 ] || t_skip "needs 2 CPUs"
+T=$T_TMP
 TF=/sys/kernel/tracing
 WE_MOUNTED=
 USER_INST=
 cleanup() {
 	[ -n "$USER_INST" ] && { echo 0 > "$USER_INST/tracing_on"; rmdir "$USER_INST"; }
 	[ -n "$WE_MOUNTED" ] && umount "$TF"
-	rm -rf "$T"
 }
-trap cleanup EXIT
-FAILED=0
+T_CLEANUP=cleanup
 CPU=$(python3 -c 'import os; print(max(os.sched_getaffinity(0)))')
 
 # Everything a session could touch, read without changing anything.
@@ -43,20 +40,20 @@ snapshot() {
 same() {   # WHAT
 	snapshot >"$T/after" 2>&1
 	if cmp -s "$T/before" "$T/after"; then echo "same: $1"
-	else fail "tracefs changed $1:"; diff "$T/before" "$T/after" | head -20; fi
+	else t_fail "tracefs changed $1:"; diff "$T/before" "$T/after" | head -20; fi
 }
 
 instance_of() { echo "$TF/instances/detach-$1"; }
 
 # Starts a check, waits until its instance exists; echoes its pid.
 start_check() {
-	setsid "$D" check -c "$CPU" --measure 20s >/dev/null 2>&1 &
+	setsid "$DETACH" check -c "$CPU" --measure 20s >/dev/null 2>&1 &
 	local pid=$! i
 	for i in $(seq 100); do
 		[ -d "$(instance_of $pid)" ] && break
 		sleep 0.1
 	done
-	[ -d "$(instance_of $pid)" ] || fail "no instance for check $pid"
+	[ -d "$(instance_of $pid)" ] || t_fail "no instance for check $pid"
 	echo $pid
 }
 
@@ -72,30 +69,30 @@ gone() {   # PID: waits for its instance and journal to go
 
 cycle() {   # a normal run, kill -9 of the check, kill -9 of check and guard
 	local pid guard
-	"$D" check -c "$CPU" --measure 300ms >/dev/null 2>"$T/err" || true
-	grep -v '^$' "$T/err" && fail "stderr of a normal run"
+	"$DETACH" check -c "$CPU" --measure 300ms >/dev/null 2>"$T/err" || true
+	grep -v '^$' "$T/err" && t_fail "stderr of a normal run"
 	same "after a normal run ($1)"
 
 	pid=$(start_check)
 	kill -9 "$pid"
-	gone "$pid" || fail "the guard left instance or journal of $pid"
+	gone "$pid" || t_fail "the guard left instance or journal of $pid"
 	same "after kill -9 of the check ($1)"
 
 	pid=$(start_check)
 	guard=$(ps -o pid= --ppid "$pid" | tr -d ' ')
-	[ -n "$guard" ] || fail "no guard process of $pid"
+	[ -n "$guard" ] || t_fail "no guard process of $pid"
 	kill -9 $guard "$pid"
 	sleep 0.2
-	[ -e "/run/detach/trace-$pid" ] || fail "the journal of $pid is gone though nobody replayed it"
-	"$D" check -c "$CPU" --measure 100ms >/dev/null 2>&1
-	[ -e "/run/detach/trace-$pid" ] && fail "the next run did not replay the journal of $pid"
+	[ -e "/run/detach/trace-$pid" ] || t_fail "the journal of $pid is gone though nobody replayed it"
+	"$DETACH" check -c "$CPU" --measure 100ms >/dev/null 2>&1
+	[ -e "/run/detach/trace-$pid" ] && t_fail "the next run did not replay the journal of $pid"
 	same "after kill -9 of check and guard, then a run ($1)"
 }
 
 if ! grep -qw tracefs /proc/mounts; then
 	snapshot >"$T/before" 2>&1
 	cycle "tracefs not mounted"
-	mount -t tracefs nodev "$TF" || skip "cannot mount tracefs"
+	mount -t tracefs nodev "$TF" || t_skip "cannot mount tracefs"
 	WE_MOUNTED=1
 fi
 # A user's trace running in an instance of its own must be left alone.
@@ -106,5 +103,4 @@ echo global > "$USER_INST/trace_clock"
 echo 1 > "$USER_INST/tracing_on"
 snapshot >"$T/before" 2>&1
 cycle "tracefs mounted, a user's trace running"
-[ $FAILED -eq 0 ] && echo "tracefs as found every time"
-exit $FAILED
+t_done "tracefs as found every time"

@@ -1,18 +1,17 @@
 # Description: detach check --measure names a task pinned to the measured CPU
 # that runs in 10 ms bursts as the cause of the probe's gaps (comm and pid, from
-# sched_switch); the JSON validates against docs/schema/check.schema.json (tests/validate_json.py) and
+# sched_switch); the JSON validates against docs/schema/check.schema.json (tests/helpers/validate_json.py) and
 # --trace-out holds the events as text.
 # Timeout: 120
-set -u
-cd "$(dirname "$0")/.."
-. tests/isolate_common.bash
-[ "$(id -u)" -eq 0 ] || skip "needs root (tracefs)"
-[ "$(nproc --all)" -ge 2 ] || skip "needs 2 CPUs"
-[ ! -e $STATE ] || skip "the machine is isolated ($STATE): a task outside the partition cannot run on its CPU"
-T=$(mktemp -d)
+. "$(dirname "$0")/helpers/lib.sh"
+cd "$ROOT"
+[ "$(id -u)" -eq 0 ] || t_skip "needs root (tracefs)"
+[ "$(nproc --all)" -ge 2 ] || t_skip "needs 2 CPUs"
+[ ! -e $STATE ] || t_skip "the machine is isolated ($STATE): a task outside the partition cannot run on its CPU"
+T=$T_TMP
 BURST=
-trap '[ -n "$BURST" ] && kill $BURST 2>/dev/null; rm -rf "$T"' EXIT
-FAILED=0
+T_CLEANUP='[ -n "$BURST" ] && kill $BURST 2>/dev/null'
+
 CPU=$(python3 -c 'import os; print(max(os.sched_getaffinity(0)))')
 
 # 10 ms of work, 30 ms asleep, on the measured CPU, under a name of its own.
@@ -26,11 +25,11 @@ while True:
 BURST=$!
 sleep 0.3
 
-"$D" check -c "$CPU" --measure 2s --json="$T/j" --trace-out "$T/trace" >"$T/out" 2>"$T/err"
-case $? in 0|3|4) ;; *) fail "check exit $?: $(cat "$T/err")" ;; esac
-[ -s "$T/err" ] && fail "stderr: $(cat "$T/err")"
-python3 tests/validate_json.py check "$T/j" || fail "JSON does not match docs/schema/check.schema.json"
-python3 - "$T/j" "$BURST" "$CPU" <<'PY' || fail "JSON"
+"$DETACH" check -c "$CPU" --measure 2s --json="$T/j" --trace-out "$T/trace" >"$T/out" 2>"$T/err"
+case $? in 0|3|4) ;; *) t_fail "check exit $?: $(cat "$T/err")" ;; esac
+[ -s "$T/err" ] && t_fail "stderr: $(cat "$T/err")"
+t_validate check "$T/j"
+python3 - "$T/j" "$BURST" "$CPU" <<'PY' || t_fail "JSON"
 import json, sys
 d = json.load(open(sys.argv[1])); pid = int(sys.argv[2]); cpu = int(sys.argv[3])
 m = d["measure"]
@@ -44,19 +43,19 @@ assert all(c["comm"] == "burst10ms" for c in named), named[:3]
 rows = [r for r in m["summary"] if r["cause"] == "task burst10ms[%d]" % pid]
 assert rows and rows[0]["count"] == len(named), rows
 PY
-grep -q "sched_switch .*burst10ms\[$BURST\]" "$T/trace" || fail "--trace-out has no switch to the burst task"
-grep -q "task burst10ms\[$BURST\]" "$T/out" || fail "the text summary does not name the burst task"
+grep -q "sched_switch .*burst10ms\[$BURST\]" "$T/trace" || t_fail "--trace-out has no switch to the burst task"
+grep -q "task burst10ms\[$BURST\]" "$T/out" || t_fail "the text summary does not name the burst task"
 kill $BURST; BURST=
 
 # Without root: one error line and a NOTE, then the gaps, unattributed.
 if command -v setpriv >/dev/null; then
 	chmod 777 "$T"
-	setpriv --reuid=65534 --regid=65534 --clear-groups "$D" check -c "$CPU" --measure 200ms \
+	setpriv --reuid=65534 --regid=65534 --clear-groups "$DETACH" check -c "$CPU" --measure 200ms \
 		--json="$T/nobody.json" >/dev/null 2>"$T/nerr"
 	[ "$(grep -c '^detach: error: cannot trace' "$T/nerr")" -eq 1 ] && grep -q 'NOTE: run detach check --measure as root' "$T/nerr" \
-		|| fail "as nobody: expected one error line and a NOTE, got: $(cat "$T/nerr")"
-	python3 tests/validate_json.py check "$T/nobody.json" || fail "JSON as nobody does not match its schema"
-	python3 - "$T/nobody.json" <<'PY' || fail "JSON as nobody"
+		|| t_fail "as nobody: expected one error line and a NOTE, got: $(cat "$T/nerr")"
+	t_validate check "$T/nobody.json"
+	python3 - "$T/nobody.json" <<'PY' || t_fail "JSON as nobody"
 import json, sys
 d = json.load(open(sys.argv[1]))
 m = d["measure"][0]
@@ -65,5 +64,4 @@ assert all(g["causes"] is None for g in m["gaps"]), "a gap attributed without a 
 print("as nobody: %d gaps, unattributed" % len(m["gaps"]))
 PY
 fi
-[ $FAILED -eq 0 ] && echo "the burst task is named"
-exit $FAILED
+t_done "the burst task is named"

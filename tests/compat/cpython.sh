@@ -3,7 +3,7 @@
 # in each mode: the totals (tests run, skipped, failed, errors) must be the
 # same.  `make compat` runs it; CI runs `make compat` after `make test`.
 # Needs Debian's libpython3.11-testsuite (tools/install-deps.sh --compat).
-source "$(dirname "$0")/../lib.sh"
+source "$(dirname "$0")/../helpers/lib.sh"
 t_need_cpus 2
 py=/usr/bin/python3
 modules=(test_signal test_posix)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Validates JSON files against detach's schemas (docs/schema/), for the tests.
 
-    tests/validate_json.py SCHEMA FILE...     (SCHEMA: run-stats, ps, check, ...)
+    tests/helpers/validate_json.py SCHEMA FILE...     (SCHEMA: run-stats, ps, check, ...)
 
 Exit 0 when every FILE matches, 1 with each error's place otherwise, 2 for bad
 usage or a missing python3-jsonschema."""
@@ -9,7 +9,7 @@ import json
 import os
 import sys
 
-SCHEMA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "schema")
+SCHEMA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "schema")
 
 
 def validator(name):

@@ -1,5 +1,8 @@
 /* Helpers for tests that run themselves under `detach run` and check the
- * result with the kernel's own per-thread counters (/proc/PID/task/TID). */
+ * result with the kernel's own per-thread counters (/proc/PID/task/TID):
+ * t_reexec_detached() runs the whole test detached; t_run_inner() runs an
+ * inner part (a role) detached and leaves the judging to the outer one,
+ * from the statistics it wrote. */
 #ifndef DETACH_TESTS_T_DETACH_H
 #define DETACH_TESTS_T_DETACH_H
 
@@ -19,22 +22,18 @@
 
 #define T_DETACHED_CPU 1
 
-/* Re-executes this test under `detach run -c 1 [extra...]` unless it already
- * runs there.  Skips without the CPUs the test needs. */
-static inline void t_reexec_detached(int argc, char **argv, const char *const *extra)
+/* The command line `detach run -c 1 [--stats STATS] [extra...] -- self
+ * [role]` in args (64 entries); skips without DETACH_BIN or 2 CPUs. */
+static inline void t_detach_argv(char **args, const char *stats, const char *const *extra,
+				 char *self, const char *role)
 {
 	const char *bin = getenv("DETACH_BIN");
-	char *args[64];
 	int n = 0;
 
-	(void)argc;
-	if (getenv("T_DETACHED"))
-		return;
-	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
-		t_skip("needs 2 CPUs");
 	if (!bin)
 		t_skip("DETACH_BIN is not set: run through tests/run.sh");
-	setenv("T_DETACHED", "1", 1);
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		t_skip("needs 2 CPUs");
 	/* the runtime takes DETACH_MODE out of the program's environment:
 	 * t_detached_done learns the mode asked for from T_MODE */
 	if (getenv("DETACH_MODE"))
@@ -43,12 +42,43 @@ static inline void t_reexec_detached(int argc, char **argv, const char *const *e
 	args[n++] = "run";
 	args[n++] = "-c";
 	args[n++] = "1";
-	for (int i = 0; extra && extra[i] && n < 60; i++)
+	if (stats) {
+		args[n++] = "--stats";
+		args[n++] = (char *)stats;
+	}
+	for (int i = 0; extra && extra[i] && n < 58; i++)
 		args[n++] = (char *)extra[i];
 	args[n++] = "--";
-	args[n++] = argv[0];
+	args[n++] = self;
+	if (role)
+		args[n++] = (char *)role;
 	args[n] = NULL;
-	execv(bin, args);
+}
+
+/* Skips a test of rewrite mode where page 0 cannot be mapped. */
+static inline void t_need_rewrite(void)
+{
+	long min = -1;
+
+	if (geteuid() == 0)
+		return;
+	read_long_file("/proc/sys/vm/mmap_min_addr", &min);
+	if (min != 0)
+		t_skip("rewrite mode needs root or vm.mmap_min_addr=0");
+}
+
+/* Re-executes this test under `detach run -c 1 [extra...]` unless it already
+ * runs there.  Skips without the CPUs the test needs. */
+static inline void t_reexec_detached(int argc, char **argv, const char *const *extra)
+{
+	char *args[64];
+
+	(void)argc;
+	if (getenv("T_DETACHED"))
+		return;
+	t_detach_argv(args, NULL, extra, argv[0], NULL);
+	setenv("T_DETACHED", "1", 1);
+	execv(args[0], args);
 	perror("execv detach");
 	exit(1);
 }
@@ -236,6 +266,78 @@ static inline int t_detached_done(void)
 	t_check(traps >= 0 && traps - trefused <= sites + refused, "%lld traps for %lld sites", traps - trefused,
 		sites + refused);
 	return t_done();
+}
+
+/* Forks and execs `detach run -c 1 --stats FILE [extra...] -- self ROLE`,
+ * waits; returns the wait status; stats_path receives the file name. */
+static inline int t_run_inner(char *self, const char *role, const char *const *extra,
+			      char *stats_path, size_t len, bool quiet_stderr)
+{
+	char *args[64];
+	int st;
+	pid_t p;
+
+	snprintf(stats_path, len, "/tmp/detach-test-%d-%s.json", getpid(), role);
+	t_detach_argv(args, stats_path, extra, self, role);
+	p = fork();
+	if (p == 0) {
+		if (quiet_stderr) {
+			int fd = open("/dev/null", O_WRONLY);
+			dup2(fd, 2);
+		}
+		execv(args[0], args);
+		_exit(127);
+	}
+	waitpid(p, &st, 0);
+	return st;
+}
+
+/* The statistics file at path, NUL-terminated in buf; false if unreadable. */
+static inline bool t_stats_read(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY);
+	ssize_t n = fd >= 0 ? read(fd, buf, len - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	return true;
+}
+
+/* A number from the statistics JSON of the first thread: "key": N */
+static inline long long t_stats_value(const char *path, const char *key)
+{
+	char buf[1 << 16], pat[64], *p;
+
+	if (!t_stats_read(path, buf, sizeof(buf)))
+		return -1;
+	snprintf(pat, sizeof(pat), "\"%s\": ", key);
+	p = strstr(buf, pat);
+	return p ? atoll(p + strlen(pat)) : -1;
+}
+
+static inline bool t_stats_has(const char *path, const char *text)
+{
+	char buf[1 << 16];
+
+	return t_stats_read(path, buf, sizeof(buf)) && strstr(buf, text) != NULL;
+}
+
+/* A detached program killed by a signal, or one that gave up root, cannot
+ * remove its registry file (/dev/shm/detach/PID) and the runner reports it;
+ * `detach ps` removes the files of dead programs.  Call after making one. */
+static inline void t_reap_registry(void)
+{
+	const char *bin = getenv("DETACH_BIN");
+	char cmd[600];
+
+	if (!bin)
+		return;
+	snprintf(cmd, sizeof(cmd), "'%s' ps >/dev/null 2>&1", bin);
+	if (system(cmd) != 0)
+		fprintf(stderr, "%s ps failed\n", bin);
 }
 
 #endif

@@ -13,7 +13,7 @@
  *
  *   fwdcost [-n SAMPLES] [-c CPU] [--mailbox CPU] [--json FILE]
  */
-#include "runtime/runtime.h"
+#include "runtime/thread.h"
 #include "lib/stats.h"
 #include "lib/util.h"
 

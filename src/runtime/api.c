@@ -1,5 +1,8 @@
 /* The public API (include/detach/detach.h). */
-#include "runtime/runtime.h"
+#include "runtime/clock.h"
+#include "runtime/config.h"
+#include "runtime/init.h"
+#include "runtime/threads.h"
 #include "detach/detach.h"
 
 #include <errno.h>
@@ -16,26 +19,21 @@ static volatile int setup_lock;
  * first dt_detach(). */
 static int setup_standalone(int cpu)
 {
-	cpu_set_t own;
+	cpu_set_t own, one;
 	const char *mode = getenv("DETACH_MODE");
 
 	if (sched_getaffinity(0, sizeof(own), &own))
 		return -errno;
 	if (cpu < 0 || cpu >= CPU_SETSIZE)
 		return -EINVAL;
-	dt_cfg.pid = getpid();
-	CPU_ZERO(&dt_cfg.cpus);
-	CPU_SET(cpu, &dt_cfg.cpus);
-	dt_cfg.housekeeping = own;
-	CPU_CLR(cpu, &dt_cfg.housekeeping);
-	if (!CPU_COUNT(&dt_cfg.housekeeping))
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	CPU_CLR(cpu, &own);
+	if (!CPU_COUNT(&own))
 		return -EINVAL;
-	dt_hk_mask = dt_cfg.housekeeping;
-	snprintf(dt_cfg.policy, sizeof(dt_cfg.policy), "o");
-	snprintf(dt_cfg.select, sizeof(dt_cfg.select), "first");
-	snprintf(dt_cfg.mode, sizeof(dt_cfg.mode), "%s", mode && *mode ? mode : "auto");
-	dt_cfg.mlock = MLOCK_THREAD;
-	dt_cfg.proxy_wait = CPU_COUNT(&dt_cfg.housekeeping) >= 2 ? PROXY_SPIN : PROXY_ADAPTIVE;
+	config_defaults(&one, &own);
+	if (mode && *mode)
+		snprintf(dt_cfg.mode, sizeof(dt_cfg.mode), "%s", mode);
 	return runtime_start();
 }
 

@@ -11,7 +11,9 @@
  * an absolute CLOCK_REALTIME wait.  A signal handler that runs during the
  * wait (rt_sigreturn finds its frame inside the detach_wait section, see
  * signals.c) ends it with EINTR, as nanosleep and poll always do. */
-#include "runtime/runtime.h"
+#include "runtime/clock.h"
+#include "runtime/config.h"
+#include "runtime/cputime.h"
 
 #include <elf.h>
 #include <errno.h>

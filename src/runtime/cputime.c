@@ -29,7 +29,9 @@
  * SIGKILL as the kernel would, by the program's CPU time.  Children get the
  * limit back for real (cputime_child).  The counts and the limit travel
  * across execve in ENV_CPUTIME. */
-#include "runtime/dispatch.h"
+#include "runtime/cputime.h"
+#include "runtime/config.h"
+#include "runtime/env.h"
 #include "lib/contract.h"
 
 #include <errno.h>

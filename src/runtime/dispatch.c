@@ -12,6 +12,16 @@
  * thread instead of the proxy.
  */
 #include "runtime/dispatch.h"
+#include "runtime/clock.h"
+#include "runtime/config.h"
+#include "runtime/cputime.h"
+#include "runtime/identity.h"
+#include "runtime/lifecycle.h"
+#include "runtime/sched.h"
+#include "runtime/seccomp.h"
+#include "runtime/signals.h"
+#include "runtime/threads.h"
+#include "runtime/waits.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -119,7 +129,7 @@ static const struct rule rules[DT_NR_SYSCALLS] = {
 	[SYS_prctl]           = R_FN(do_prctl, "options act on the calling thread"),
 	/* calls naming the caller implicitly */
 	/* the detached thread's own scheduling settings are kept (sched.c) */
-	[SYS_sched_setaffinity] = R_FN(do_affinity, "the thread's own: kept by the runtime"),
+	[SYS_sched_setaffinity] = R_FN(do_setaffinity, "the thread's own: kept by the runtime"),
 	[SYS_sched_getaffinity] = R_FN(do_affinity, "the thread's own: kept by the runtime"),
 	[SYS_sched_setscheduler] = R_FN(do_sched_set, "the thread's own: kept by the runtime"),
 	[SYS_sched_setparam]  = R_FN(do_sched_set, "the thread's own: kept by the runtime"),

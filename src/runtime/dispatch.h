@@ -1,83 +1,16 @@
-/* The routing of a detached thread's system calls, shared by the files that
- * carry out the exceptions to "forward it": dispatch.c (the table, and
- * dt_dispatch), lifecycle.c (exit, clone, execve), signals.c (signal state
- * and delivery), waits.c (sleeps and masked waits) and identity.c (calls that
- * name the calling thread implicitly). */
-#ifndef DETACH_DISPATCH_H
-#define DETACH_DISPATCH_H
+/* Layer 4 (docs/architecture.md): the routing of a detached thread's
+ * system calls: the table, and dt_dispatch (dispatch.c). */
+#ifndef DETACH_RUNTIME_DISPATCH_H
+#define DETACH_RUNTIME_DISPATCH_H
 
-#include "runtime/runtime.h"
+#include <stdbool.h>
+#include <ucontext.h>
 
-/* SIGSYS carries our traps (see do_sigprocmask) */
-#define SIGSYS_BIT (1ull << (SIGSYS - 1))
-#define SIGTRAP_BIT (1ull << (SIGTRAP - 1))
-/* The signals a detached or watched thread never blocks, whatever the
- * program asks: SIGSYS (Syscall User Dispatch kills a thread that traps with
- * it blocked) and, in rewrite mode, SIGTRAP (the kernel forces a blocked
- * int3 trap to its default action: a thread that met the int3 of a site
- * being rewritten would be killed, rewrite.c). */
-static inline uint64_t kept_open(void)
-{
-	return SIGSYS_BIT | (dt_rewrite_on ? SIGTRAP_BIT : 0);
-}
-#define KERNEL_UCONTEXT_SIZE 304   /* struct ucontext of the kernel, x86-64 */
+#include "runtime/thread.h"
 
-/* One call of a detached thread handled by a function of the table: nr and
- * its six arguments, and uc, the trap's signal context (NULL when the call
- * came through a rewritten site, without a frame). */
-typedef long call_fn(struct dt_thread *t, long nr, long *a, ucontext_t *uc);
-
-/* lifecycle.c */
-DT_HIDDEN call_fn do_exit, do_exit_group, do_clone, do_execve;
-/* signals.c */
-DT_HIDDEN call_fn do_sigreturn, do_sigaction, do_sigprocmask, do_sigsuspend, do_sigaltstack,
-	do_kill, do_thread_signal, do_fd_track;
-/* A descriptor whose readiness is the calling thread's pending signals (a
- * signalfd, or an epoll set holding one): calls on it run on the thread. */
-bool sigfd_is(long fd) DT_HIDDEN;
-/* poll/select sets holding one */
-bool sigfd_in_pollfds(const void *fds, unsigned long n) DT_HIDDEN;
-bool sigfd_in_fdset(const void *set, long nfds) DT_HIDDEN;
-/* waits.c */
-DT_HIDDEN call_fn do_sleep, do_masked_wait;
-/* cputime.c */
-DT_HIDDEN call_fn do_cpu_clock, do_getrusage, do_times, do_rlimit;
-/* identity.c */
-DT_HIDDEN call_fn do_capset, do_futex, do_prctl, do_gettid,
-	do_getcpu, do_sched_yield;
-/* seccomp.c */
-DT_HIDDEN call_fn do_seccomp;
-long seccomp_refuse_strict(struct dt_thread *t, long nr) DT_HIDDEN;
-/* sched.c */
-DT_HIDDEN call_fn do_sched_set, do_sched_get, do_affinity, do_priority;
-
-static inline void count(struct dt_thread *t, long nr, volatile uint64_t *kind)
-{
-	(*kind)++;
-	if ((unsigned long)nr < DT_NR_SYSCALLS)
-		t->stats->per_nr[nr]++;
-}
-
-static inline long local_call(struct dt_thread *t, long nr, const long a[6])
-{
-	count(t, nr, &t->stats->local);
-	return sys_call6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
-}
-
-static inline long forward(struct dt_thread *t, long nr, const long a[6])
-{
-	/* A call made by a signal handler while our proxy is busy with the call
-	 * that handler interrupted: the proxy cannot take it, this thread can.
-	 * A watched thread (threads.c) has no proxy: its calls are its own. */
-	/* Below the waiting frame (stacks grow down) is a handler that runs on
-	 * top of the wait; above it, a handler that longjmp'd out of it. */
-	if (t->depth > 0 && (uintptr_t)__builtin_frame_address(0) > t->wait_frame)
-		proxy_abandoned(t);
-	if (t->depth > 0 || t->observed)
-		return local_call(t, nr, a);
-	count(t, nr, &t->stats->forwarded);
-	return proxy_forward(t, nr, a);
-}
-
+/* One call of a detached thread; uc is its signal context. */
+long dt_dispatch(struct dt_thread *t, long nr, long a[6], ucontext_t *uc) DT_HIDDEN;
+/* The call's handling needs no vector register (trampoline.S skips xsave). */
+bool dispatch_general_only(long nr) DT_HIDDEN;
 
 #endif

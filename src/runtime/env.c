@@ -3,11 +3,14 @@
  * LD_PRELOAD entry out of environ.  A detached thread's execve puts them back
  * into the new image's environment, so detached state survives exec; nobody
  * else's exec (children, other threads) gets them. */
-#include "runtime/runtime.h"
+#include "runtime/env.h"
+#include "runtime/cputime.h"
+#include "runtime/sched.h"
 #include "lib/contract.h"
 #include "lib/elf.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,8 @@
 /* Calls that name the calling thread implicitly (pid 0, PI
  * futex ownership, prctl options): forwarded with the detached thread
  * named, run here, or answered without the kernel.  CPU clocks: cputime.c. */
-#include "runtime/dispatch.h"
+#include "runtime/identity.h"
+#include "runtime/seccomp.h"
 
 #include <linux/futex.h>
 #include <string.h>

@@ -13,7 +13,15 @@
  * intercept.c (or, rewritten, in trampoline.S) and is routed by the table in
  * dispatch.c (the exceptions in lifecycle.c, signals.c, waits.c, identity.c).
  */
-#include "runtime/runtime.h"
+#include "runtime/init.h"
+#include "runtime/config.h"
+#include "runtime/cputime.h"
+#include "runtime/env.h"
+#include "runtime/intercept.h"
+#include "runtime/rewrite.h"
+#include "runtime/sched.h"
+#include "runtime/stats.h"
+#include "runtime/threads.h"
 #include "lib/contract.h"
 #include "lib/partition.h"
 
@@ -28,61 +36,30 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-struct dt_config dt_cfg;
-cpu_set_t dt_hk_mask;
-__thread struct dt_thread *dt_self;
-
-void dt_die(const char *fmt, ...)
-{
-	char buf[512];
-	va_list ap;
-	int n;
-
-	n = snprintf(buf, sizeof(buf), "detach: error: ");
-	va_start(ap, fmt);
-	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n, fmt, ap);
-	va_end(ap);
-	if (n > (int)sizeof(buf) - 2)
-		n = (int)sizeof(buf) - 2;
-	buf[n++] = '\n';
-	sys_call3(SYS_write, 2, buf, n);
-	sys_call1(SYS_exit_group, 1);
-	__builtin_unreachable();
-}
-
-void dt_verbose(const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!dt_cfg.verbose)
-		return;
-	va_start(ap, fmt);
-	fprintf(stderr, "detach: ");
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-}
-
 static bool read_contract(void)
 {
 	const char *pid = env_get(ENV_PID), *v;
 
 	if (!pid || atoi(pid) != getpid())
 		return false;
-	dt_cfg.pid = getpid();
-	if (!(v = env_get(ENV_CPUS)) || cpulist_parse(v, &dt_cfg.cpus))
+	cpu_set_t cpus, housekeeping;
+
+	if (!(v = env_get(ENV_CPUS)) || cpulist_parse(v, &cpus))
 		dt_die("%s is missing or malformed: start programs with 'detach run'", ENV_CPUS);
-	if (!(v = env_get(ENV_HOUSEKEEPING)) || cpulist_parse(v, &dt_cfg.housekeeping))
+	if (!(v = env_get(ENV_HOUSEKEEPING)) || cpulist_parse(v, &housekeeping))
 		dt_die("%s is missing or malformed: start programs with 'detach run'", ENV_HOUSEKEEPING);
-	dt_hk_mask = dt_cfg.housekeeping;
-	snprintf(dt_cfg.policy, sizeof(dt_cfg.policy), "%s", (v = env_get(ENV_POLICY)) ? v : "o");
-	v = env_get(ENV_MLOCK);
-	dt_cfg.mlock = !v || !strcmp(v, "thread") ? MLOCK_THREAD : !strcmp(v, "all") ? MLOCK_ALL : MLOCK_NONE;
+	config_defaults(&cpus, &housekeeping);
+	if ((v = env_get(ENV_POLICY)))
+		snprintf(dt_cfg.policy, sizeof(dt_cfg.policy), "%s", v);
+	if ((v = env_get(ENV_MLOCK)))
+		dt_cfg.mlock = !strcmp(v, "thread") ? MLOCK_THREAD : !strcmp(v, "all") ? MLOCK_ALL : MLOCK_NONE;
 	dt_cfg.verbose = (v = env_get(ENV_VERBOSE)) && !strcmp(v, "1");
-	snprintf(dt_cfg.mode, sizeof(dt_cfg.mode), "%s", (v = env_get(ENV_MODE)) ? v : "auto");
+	if ((v = env_get(ENV_MODE)))
+		snprintf(dt_cfg.mode, sizeof(dt_cfg.mode), "%s", v);
 	if (strcmp(dt_cfg.mode, "sud") && strcmp(dt_cfg.mode, "rewrite") && strcmp(dt_cfg.mode, "auto"))
 		dt_die("unknown mode '%s' in %s", dt_cfg.mode, ENV_MODE);
-	snprintf(dt_cfg.select, sizeof(dt_cfg.select), "%s", (v = env_get(ENV_SELECT)) && *v ? v : "first");
+	if ((v = env_get(ENV_SELECT)) && *v)
+		snprintf(dt_cfg.select, sizeof(dt_cfg.select), "%s", v);
 	if ((v = env_get(ENV_HOME_CPUSET)))
 		snprintf(dt_cfg.home_cpuset, sizeof(dt_cfg.home_cpuset), "%s", v);
 	cputime_from_env(env_get(ENV_CPUTIME));
@@ -90,13 +67,8 @@ static bool read_contract(void)
 	dt_cfg.keep_policy = (v = env_get(ENV_KEEP_POLICY)) && !strcmp(v, "1");
 	if ((v = env_get(ENV_STATS)))
 		snprintf(dt_cfg.stats_path, sizeof(dt_cfg.stats_path), "%s", v);
-	/* A spinning proxy on the only housekeeping CPU would leave nothing of
-	 * it to the rest of the program and the system. */
-	v = env_get(ENV_PROXY);
-	if (v)
+	if ((v = env_get(ENV_PROXY)))
 		dt_cfg.proxy_wait = strcmp(v, "spin") ? PROXY_ADAPTIVE : PROXY_SPIN;
-	else
-		dt_cfg.proxy_wait = CPU_COUNT(&dt_cfg.housekeeping) >= 2 ? PROXY_SPIN : PROXY_ADAPTIVE;
 	return true;
 }
 
@@ -212,6 +184,8 @@ int runtime_start(void)
 	tsc_calibrate(&dt_cfg.tsc, 2000000);
 	cputime_start();                /* may change how proxies wait */
 	choose_mode();
+	sys_on_clone_child = dt_child_placement;
+	sys_on_vfork_parent = dt_vfork_parent_resumed;
 	if ((err = intercept_install()))
 		dt_die("cannot install the SIGSYS handler: %s", strerror(-err));
 	if ((err = registry_open()))

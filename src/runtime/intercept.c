@@ -1,8 +1,6 @@
-/* Catching every system call of a detached thread: Syscall User Dispatch.
- *
- * prctl(PR_SET_SYSCALL_USER_DISPATCH) arms the calling thread only.  Calls
- * made from the runtime's `detach_allow` section always run; any other
- * `syscall` instruction of the thread, with the selector at BLOCK, turns into
+/* The entry of every trap of a detached thread (layer 5,
+ * docs/architecture.md; sud.c arms the thread).  Each `syscall` instruction
+ * the thread runs outside the runtime's `detach_allow` section turns into
  * SIGSYS with the registers in the signal frame.  The handler hands the call
  * to dt_dispatch (dispatch.c), puts the result in the frame's rax, and
  * returns through the runtime's own restorer (glibc's lies outside the range
@@ -21,50 +19,25 @@
  * wanted it.  A debugger's breakpoints never reach it: the tracer takes
  * those SIGTRAPs before any handler runs.
  */
-#include "runtime/runtime.h"
+#include "runtime/intercept.h"
+#include "runtime/config.h"
+#include "runtime/dispatch.h"
+#include "runtime/proxy.h"
+#include "runtime/rewrite.h"
+#include "runtime/stack.h"
+#include "runtime/sud.h"
 
 #include <errno.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 
-#ifndef PR_SET_SYSCALL_USER_DISPATCH
-#define PR_SET_SYSCALL_USER_DISPATCH 59
-#define PR_SYS_DISPATCH_OFF 0
-#define PR_SYS_DISPATCH_ON 1
-#endif
-#define SUD_ALLOW 0
-#define SUD_BLOCK 1
 #ifndef SYS_USER_DISPATCH
 #define SYS_USER_DISPATCH 2
 #endif
 
-/* What the program asked for SIGSYS: the runtime owns the real handler and
- * keeps the program's wish here (signals.c: do_sigaction). */
-struct ksigaction dt_app_sigsys;
-/* The same for SIGTRAP, in rewrite mode */
-struct ksigaction dt_app_sigtrap;
-
 static void sigsys_handler(int sig, siginfo_t *si, void *ctx);
 static void sigtrap_handler(int sig, siginfo_t *si, void *ctx);
-
-/* SA_NODEFER: a program's signal handler that runs on top of our wait for a
- * forwarded call and makes a system call traps again, inside this handler;
- * a blocked SIGSYS raised by Syscall User Dispatch would kill the process.
- * SA_RESTART, always: the proxy's kernel then restarts what it can restart
- * when our interrupt arrives, and the proxy's handler turns that restart
- * into EINTR where the detached thread's handler had no SA_RESTART
- * (proxy.c, proxy_interrupt_taken).  The flag is process-wide and never
- * changes, so interrupts of several detached threads cannot race on it.
- * SA_ONSTACK: the trap's frame goes to the alternate stack, the runtime's
- * own unless the program set one (stack.c), never to a stack of the
- * program's that may be 2 KiB (a goroutine's). */
-static const struct ksigaction sigsys_action = {
-	.handler = (void *)sigsys_handler,
-	.flags = SA_SIGINFO | SA_NODEFER | SA_RESTART | SA_ONSTACK | SA_RESTORER,
-	.restorer = (void *)sys_sigreturn_restorer,
-	.mask = 0,
-};
 
 /* SIGTRAP (rewrite mode): as SIGSYS, on our stack, and never deferred,
  * since a thread may meet a pending int3 again inside a handler. */
@@ -75,13 +48,16 @@ static const struct ksigaction sigtrap_action = {
 	.mask = 0,
 };
 
+/* The handlers of this file as the process's actions: SIGSYS (sud.c), and
+ * SIGTRAP in rewrite mode. */
 int intercept_install(void)
 {
-	long r = sys_call4(SYS_rt_sigaction, SIGSYS, &sigsys_action, &dt_app_sigsys, 8);
+	int err = sud_install(sigsys_handler);
+	long r = 0;
 
-	if (r >= 0 && dt_rewrite_on)
+	if (!err && dt_rewrite_on)
 		r = sys_call4(SYS_rt_sigaction, SIGTRAP, &sigtrap_action, &dt_app_sigtrap, 8);
-	return r < 0 ? (int)r : 0;
+	return err ? err : r < 0 ? (int)r : 0;
 }
 
 /* Before a site is staged with int3 (rewrite.c): is the kernel's SIGTRAP
@@ -98,45 +74,6 @@ bool intercept_own_sigtrap(void)
 		return true;
 	dt_app_sigtrap = cur;
 	return sys_call4(SYS_rt_sigaction, SIGTRAP, &sigtrap_action, NULL, 8) == 0;
-}
-
-/* The context of a signal that interrupted a system call the kernel is
- * about to restart (our SIGSYS has SA_RESTART): rip was moved back onto the
- * `syscall` instruction, and rcx still holds the return address that the
- * instruction itself wrote.  A context that merely reached the instruction
- * has rcx == rip + 2 only by chance (sys_proxy_call makes it 0). */
-bool intercept_restart_pending(const ucontext_t *uc)
-{
-	const greg_t *g = uc->uc_mcontext.gregs;
-	const unsigned char *ip = (const unsigned char *)g[REG_RIP];
-
-	return ip && g[REG_RCX] == g[REG_RIP] + 2 && ip[0] == 0x0f && ip[1] == 0x05;
-}
-
-/* Ends, with EINTR, the call a signal interrupted and the kernel would
- * restart: what a handler without SA_RESTART gets natively. */
-void intercept_end_with_eintr(ucontext_t *uc)
-{
-	uc->uc_mcontext.gregs[REG_RAX] = -EINTR;
-	uc->uc_mcontext.gregs[REG_RIP] += 2;
-}
-
-int intercept_arm(struct dt_thread *t)
-{
-	long r;
-
-	stack_arm(t);
-	t->selector = SUD_BLOCK;
-	r = sys_call6(SYS_prctl, PR_SET_SYSCALL_USER_DISPATCH, PR_SYS_DISPATCH_ON,
-		      (long)__start_detach_allow, __stop_detach_allow - __start_detach_allow,
-		      (long)&t->selector, 0);
-	return r < 0 ? (int)r : 0;
-}
-
-void intercept_disarm(struct dt_thread *t)
-{
-	sys_call6(SYS_prctl, PR_SET_SYSCALL_USER_DISPATCH, PR_SYS_DISPATCH_OFF, 0, 0, 0, 0);
-	stack_disarm(t);
 }
 
 /* A signal of ours that is not for the runtime (a SIGSYS that is no
@@ -161,8 +98,8 @@ static void chain_app(struct ksigaction *app, int sig, siginfo_t *si, void *ctx)
 	if (h == SIG_IGN)
 		h = SIG_DFL;
 	/* The program's handler is about to run: our SA_RESTART is not its */
-	if (h != SIG_DFL && !(flags & SA_RESTART) && intercept_restart_pending(ctx))
-		intercept_end_with_eintr(ctx);
+	if (h != SIG_DFL && !(flags & SA_RESTART) && frame_restart_pending(ctx))
+		frame_end_with_eintr(ctx);
 	if (h == SIG_DFL) {
 		/* The default action: restore it and let the signal kill us. */
 		struct ksigaction dfl = { .handler = SIG_DFL };
@@ -173,7 +110,7 @@ static void chain_app(struct ksigaction *app, int sig, siginfo_t *si, void *ctx)
 	if (flags & SA_RESETHAND)
 		app->handler = SIG_DFL;
 	/* The handler's mask, as the kernel would block it (our own two
-	 * signals stay open: see sigsys_action); our rt_sigreturn restores the
+	 * signals stay open: see sud_install); our rt_sigreturn restores the
 	 * frame's. */
 	if (mask)
 		sys_call4(SYS_rt_sigprocmask, SIG_BLOCK, &mask, NULL, 8);

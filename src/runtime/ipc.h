@@ -5,7 +5,8 @@
 #define DETACH_RUNTIME_IPC_H
 
 #include "lib/ipc.h"
-#include "runtime/runtime.h"
+#include "lib/util.h"
+#include "runtime/thread.h"
 
 #include <stddef.h>
 #include <stdint.h>

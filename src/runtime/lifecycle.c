@@ -1,7 +1,13 @@
 /* A detached thread's lifecycle calls: exit, exit_group, the clone family
  * (the child resumes the program from a copy of the trap's frame) and execve
  * (the detached state is passed on to the new image). */
-#include "runtime/dispatch.h"
+#include "runtime/lifecycle.h"
+#include "runtime/env.h"
+#include "runtime/memlock.h"
+#include "runtime/sched.h"
+#include "runtime/stats.h"
+#include "runtime/sud.h"
+#include "runtime/threads.h"
 
 #include <linux/sched.h>
 #include <string.h>
@@ -16,7 +22,7 @@ long do_exit(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 		proxy_stop(t);
 		release_cpu(t->cpu);    /* for the next thread a rule chooses */
 	}
-	intercept_disarm(t);
+	sud_disarm(t);
 	memlock_release(t);
 	count(t, nr, &t->stats->local);
 	dt_self = NULL;

@@ -11,7 +11,8 @@
  *                     later; see `detach run --help` for what that breaks.
  *   none              nothing locked, nothing touched.
  */
-#include "runtime/runtime.h"
+#include "runtime/memlock.h"
+#include "runtime/config.h"
 
 #include <errno.h>
 #include <link.h>

@@ -1,7 +1,7 @@
 /* The proxy: one helper thread per detached thread, on the housekeeping
  * CPUs, that carries out the detached thread's system calls.
  *
- * Hand-over through struct mailbox (runtime.h): the detached thread writes
+ * Hand-over through struct mailbox (thread.h): the detached thread writes
  * the call and bumps req_seq; the proxy sees it, runs the call, writes ret
  * and bumps done_seq.  Both sides wait by polling, so the detached thread
  * never enters the kernel to wake its proxy or to wait for it.
@@ -12,7 +12,12 @@
  * A signal handled by the detached thread while it waits interrupts the
  * proxy's call with the handler's SA_RESTART semantics (interrupt_proxy).
  */
-#include "runtime/runtime.h"
+#include "runtime/proxy.h"
+#include "runtime/config.h"
+#include "runtime/cputime.h"
+#include "runtime/placement.h"
+#include "runtime/stats.h"
+#include "runtime/sud.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -170,10 +175,10 @@ void proxy_interrupt_taken(ucontext_t *uc)
 	want = t->mb.intr;
 	if (rip >= (uintptr_t)sys_proxy_call_check && rip <= (uintptr_t)sys_proxy_call_insn &&
 	    (want == INTR_EINTR || want == INTR_CANCEL)) {
-		if (intercept_restart_pending(uc))
+		if (frame_restart_pending(uc))
 			/* In the kernel, which would restart it (SA_RESTART is
 			 * ours, not the program's handler's): it ends. */
-			intercept_end_with_eintr(uc);
+			frame_end_with_eintr(uc);
 		else if (want == INTR_CANCEL)
 			/* Not started, and its caller is gone: never start it. */
 			g[REG_RIP] = (greg_t)sys_proxy_call_eintr;
@@ -248,7 +253,7 @@ static void *proxy_main(void *arg)
 	/* Born where its creator runs (the detached CPU, perhaps inside the
 	 * partition): first of all, off to the housekeeping CPUs. */
 	dt_is_proxy = true;
-	dt_child_placement();
+	placement_home(0);
 	proxy_of = t;
 	sigfillset(&mask);
 	sigdelset(&mask, SIGSYS);

@@ -28,7 +28,11 @@
  *     from rsp).  Cheap, conservative, and it catches the only way such
  *     data is read back.
  */
-#include "runtime/runtime.h"
+#include "runtime/rewrite.h"
+#include "runtime/intercept.h"
+#include "runtime/clock.h"
+#include "runtime/config.h"
+#include "runtime/dispatch.h"
 
 #include <cpuid.h>
 #include <elf.h>
@@ -55,7 +59,6 @@ uint64_t dt_xsave_size DT_HIDDEN;
 uint8_t dt_general_only[DT_NR_SYSCALLS] DT_HIDDEN;
 uint8_t dt_have_xsavec DT_HIDDEN;
 __thread void *dt_clone_ret DT_HIDDEN;   /* trampoline.S: a clone's way back */
-bool dt_rewrite_on DT_HIDDEN;
 
 void dt_trampoline_entry(void) DT_HIDDEN;
 extern const char dt_retrap_syscall[] DT_HIDDEN;

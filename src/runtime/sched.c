@@ -13,7 +13,9 @@
  * execve (ENV_SCHED).  Other processes, and requests naming other threads,
  * see and change the kernel's.  `detach run --keep-policy` (ENV_KEEP_POLICY)
  * applies the requests for real instead. */
-#include "runtime/dispatch.h"
+#include "runtime/sched.h"
+#include "runtime/config.h"
+#include "runtime/env.h"
 #include "lib/contract.h"
 
 #include <errno.h>
@@ -274,13 +276,8 @@ long do_affinity(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	cpu_set_t want;
 
 	(void)uc;
-	if (!names_self(t, a[0])) {
-		/* a detached thread pins another: the `pinned` rule may choose it
-		 * (a watched caller went through observe_call already) */
-		if (nr == SYS_sched_setaffinity && !t->observed && a[0] != 0 && a[0] != t->tid)
-			thread_pinning(t, a);
+	if (!names_self(t, a[0]))
 		return forward_tid(t, nr, a, 0);
-	}
 	count(t, nr, &t->stats->emulated);
 	if (nr == SYS_sched_getaffinity) {
 		if (len * 8 < (size_t)nr_cpu_ids || (len & (sizeof(long) - 1)))

@@ -10,7 +10,7 @@
  * A filter (SECCOMP_SET_MODE_FILTER, PR_SET_SECCOMP with a filter) is
  * installed on the detached thread and on its proxy, which carries out its
  * forwarded calls (the table's MIRROR). */
-#include "runtime/dispatch.h"
+#include "runtime/seccomp.h"
 
 #include <errno.h>
 #include <linux/seccomp.h>

@@ -1,6 +1,8 @@
 /* A detached thread's signal state: its handlers' returns, actions (SIGSYS
  * is the runtime's), mask, alternate stack, and signals it sends itself. */
-#include "runtime/dispatch.h"
+#include "runtime/signals.h"
+#include "runtime/config.h"
+#include "runtime/sud.h"
 
 #include <errno.h>
 #include <stdatomic.h>

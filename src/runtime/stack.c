@@ -20,7 +20,8 @@
  *
  * A thread cannot unmap the stack it exits on: a stack is returned to a
  * small pool and given again once its thread is gone. */
-#include "runtime/runtime.h"
+#include "runtime/stack.h"
+#include "runtime/config.h"
 
 #include <errno.h>
 #include <stddef.h>

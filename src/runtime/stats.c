@@ -2,7 +2,8 @@
  * `detach ps`) and, with --stats FILE, JSON written once at exit.
  * The kernel's own per-thread figures (faults, context switches) are read
  * from /proc when written, never counted by us. */
-#include "runtime/runtime.h"
+#include "runtime/stats.h"
+#include "runtime/config.h"
 #include "lib/contract.h"
 #include "lib/syscall_names.h"
 

@@ -82,7 +82,8 @@ sys_sigreturn_at:
  * the trap's signal frame prepared by the caller, with rax = 0 and its own
  * rsp in it.  Before anything else it moves itself to the housekeeping CPUs,
  * so that it never competes with the detached thread on its CPU
- * (dt_child_placement, threads.c).
+ * (sys_on_clone_child: threads.c's dt_child_placement, registered at start;
+ * a pointer, because this layer calls nothing above it).
  * A vfork parent (parent_uc != 0) finds its stack used by the child: it too
  * leaves through the frame copy, with rax = the child's pid.
  * child_uc and parent_uc travel in rbx and r12: callee-saved registers that
@@ -105,7 +106,7 @@ sys_clone_resume:
 	jae 1f
 	movq %rax, UC_RAX(%r12)
 	andq $-16, %rsp                 /* the child is gone: our stack is ours */
-	call dt_vfork_parent_resumed
+	call *sys_on_vfork_parent(%rip)
 	movq %r12, %rsp
 	movl $NR_rt_sigreturn, %eax
 	syscall
@@ -119,7 +120,7 @@ sys_clone_resume:
 	 * program's yet; in the vfork buffer, the rest of the buffer. */
 	leaq -64(%rbx), %rsp
 	andq $-16, %rsp
-	call dt_child_placement
+	call *sys_on_clone_child(%rip)
 	movq %rbx, %rsp
 	movl $NR_rt_sigreturn, %eax
 	syscall
@@ -162,3 +163,17 @@ sys_proxy_call_eintr:
 	.size sys_proxy_call, .-sys_proxy_call
 
 	.section .note.GNU-stack,"",@progbits
+
+/* The two calls sys_clone_resume makes upward, registered by the runtime's
+ * start (init.c): a pointer each, so that nothing here names a function of
+ * a layer above. */
+	.data
+	.balign 8
+	.globl sys_on_clone_child
+	.hidden sys_on_clone_child
+sys_on_clone_child:
+	.quad 0
+	.globl sys_on_vfork_parent
+	.hidden sys_on_vfork_parent
+sys_on_vfork_parent:
+	.quad 0

@@ -14,7 +14,15 @@
  * A chosen thread is detached at its next system call, on its own CPU with
  * its own proxy.  dt_detach() and dt_attach() (api.c) do the same on demand.
  */
-#include "runtime/runtime.h"
+#include "runtime/threads.h"
+#include "runtime/config.h"
+#include "runtime/cputime.h"
+#include "runtime/memlock.h"
+#include "runtime/placement.h"
+#include "runtime/sched.h"
+#include "runtime/stack.h"
+#include "runtime/stats.h"
+#include "runtime/sud.h"
 #include "lib/partition.h"
 
 #include <errno.h>
@@ -31,14 +39,14 @@
 
 /* Every detached or watched thread's struct, mapped on demand (a program
  * may create any number of threads), on a list for find_observed. */
+__thread struct dt_thread *dt_self;
+
 static struct dt_thread *all_threads;
 static volatile int list_lock;
 static atomic_int created;            /* threads the program created, in order */
 static volatile int cpu_lock;
 static cpu_set_t cpus_taken;
 static bool dt_observing;            /* rules other than `first` */
-
-static void move_home(pid_t tid);
 
 static void lock(volatile int *l)
 {
@@ -171,7 +179,7 @@ static void place_and_lock(struct dt_thread *t)
 
 static int arm(struct dt_thread *t)
 {
-	int err = intercept_arm(t);
+	int err = sud_arm(t);
 
 	if (err == -EINVAL)
 		dt_die("Syscall User Dispatch is not available (prctl: %s); "
@@ -231,11 +239,11 @@ struct dt_thread *detach_thread(struct dt_thread *t, int cpu)
 void attach_thread(struct dt_thread *t)
 {
 	proxy_stop(t);
-	intercept_disarm(t);
+	sud_disarm(t);
 	memlock_release(t);
 	t->stats->state = 0;
 	dt_self = NULL;
-	move_home(0);
+	placement_home(0);
 	/* an ordinary thread again: the affinity and policy the program set
 	 * (or had when it was detached), made real (sched.c keeps them) */
 	sys_call3(SYS_sched_setaffinity, 0, sizeof(t->app.affinity), &t->app.affinity);
@@ -403,7 +411,7 @@ static bool take_over(int c)
 		return true;
 	}
 	__atomic_store_n(&first->evicted, true, __ATOMIC_RELEASE);
-	move_home(first->tid);
+	placement_home(first->tid);
 	dt_verbose("tid %d leaves CPU %d to a thread pinned there", (int)first->tid, c);
 	return true;
 }
@@ -436,7 +444,7 @@ void thread_evicted(struct dt_thread *t)
  * t is the caller, watched or detached.  Returns true when t itself was
  * detached.  Otherwise watched threads are kept off detached CPUs, and a
  * detached thread pinning another onto one is warned about. */
-bool thread_pinning(struct dt_thread *t, long a[6])
+static bool thread_pinning(struct dt_thread *t, long a[6])
 {
 	cpu_set_t one, taken;
 	int cpu;
@@ -535,25 +543,6 @@ void dt_vfork_parent_resumed(void)
 		dt_self->vfork_child = 0;
 }
 
-/* A thread or child process created by a detached or watched thread starts
- * on its CPU, in its cpuset: it moves itself to the housekeeping CPUs
- * before it runs any code of the program.  Raw calls only: this runs in the
- * child of a clone, on a borrowed stack, before any libc state is its own.
- * A new thread of a watched program is watched too, and may be chosen by
- * its creation order. */
-static void move_home(pid_t tid)
-{
-	if (dt_cfg.home_tasks[0]) {
-		long fd = sys_call3(SYS_open, dt_cfg.home_tasks, O_WRONLY | O_CLOEXEC, 0);
-		if (fd >= 0) {
-			char num[16], *end = env_put_u64(num, (uint64_t)tid, '\0');
-			sys_call3(SYS_write, fd, num, end - num - 1);
-			sys_call1(SYS_close, fd);
-		}
-	}
-	sys_call3(SYS_sched_setaffinity, tid, sizeof(dt_hk_mask), &dt_hk_mask);
-}
-
 /* The parent's half of the same, right after clone on a detached thread:
  * the child, born on the detached CPU, cannot run there before the next
  * scheduler tick (its parent never sleeps); moved now, it runs at once on a
@@ -561,7 +550,7 @@ static void move_home(pid_t tid)
  * may have detached itself already.  Raw calls: we are inside the trap. */
 void place_child(pid_t tid)
 {
-	move_home(tid);
+	placement_home(tid);
 }
 
 void dt_child_placement(void)
@@ -572,7 +561,7 @@ void dt_child_placement(void)
 		dt_self->vfork_child = 1;
 		sched_inherit(dt_self, 0);      /* vfork: the parent waits */
 	}
-	move_home(0);
+	placement_home(0);
 	if (sys_call0(SYS_getpid) != dt_cfg.pid)
 		cputime_child();        /* a new process */
 	if (!dt_self && dt_observing && dt_cfg.active && !dt_is_proxy) {
@@ -584,4 +573,14 @@ void dt_child_placement(void)
 		else
 			t->pending_cpu = claimed_cpu(t->tid);
 	}
+}
+
+/* sched_setaffinity of a detached thread naming another thread: the
+ * `pinned` rule may choose that one (a watched caller went through
+ * observe_call already).  The affinity itself is sched.c's. */
+long do_setaffinity(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	if (!t->observed && a[0] != 0 && a[0] != t->tid)
+		thread_pinning(t, a);
+	return do_affinity(t, nr, a, uc);
 }

@@ -1,7 +1,9 @@
 /* Waits of a detached thread: pure sleeps are served in user space against
  * the TSC (clock.c); waits on descriptors are forwarded with the thread's
  * signal mask applied for their length. */
-#include "runtime/dispatch.h"
+#include "runtime/waits.h"
+#include "runtime/clock.h"
+#include "runtime/signals.h"
 
 #include <string.h>
 #include <sys/syscall.h>

@@ -18,6 +18,7 @@
  * The list of objects is only touched under the lock; the detached side
  * never takes it (open and close do). */
 #include "runtime/ipc.h"
+#include "runtime/config.h"
 
 #include <errno.h>
 #include <poll.h>

@@ -1,0 +1,63 @@
+/* Layer 2 (services, docs/architecture.md): how a routed call runs: on the thread
+ * itself, or forwarded to its proxy, and counted.  The functions of the
+ * routing table (dispatch.c) have the type call_fn; each file that carries
+ * some out declares them in its own header. */
+#ifndef DETACH_RUNTIME_CALL_H
+#define DETACH_RUNTIME_CALL_H
+
+#include <signal.h>
+#include <stdint.h>
+#include <ucontext.h>
+
+#include "runtime/config.h"
+#include "runtime/proxy.h"
+#include "runtime/thread.h"
+
+/* SIGSYS carries our traps (see do_sigprocmask) */
+#define SIGSYS_BIT (1ull << (SIGSYS - 1))
+#define SIGTRAP_BIT (1ull << (SIGTRAP - 1))
+/* The signals a detached or watched thread never blocks, whatever the
+ * program asks: SIGSYS (Syscall User Dispatch kills a thread that traps with
+ * it blocked) and, in rewrite mode, SIGTRAP (the kernel forces a blocked
+ * int3 trap to its default action: a thread that met the int3 of a site
+ * being rewritten would be killed, rewrite.c). */
+static inline uint64_t kept_open(void)
+{
+	return SIGSYS_BIT | (dt_rewrite_on ? SIGTRAP_BIT : 0);
+}
+#define KERNEL_UCONTEXT_SIZE 304   /* struct ucontext of the kernel, x86-64 */
+
+/* One call of a detached thread handled by a function of the table: nr and
+ * its six arguments, and uc, the trap's signal context (NULL when the call
+ * came through a rewritten site, without a frame). */
+typedef long call_fn(struct dt_thread *t, long nr, long *a, ucontext_t *uc);
+
+static inline void count(struct dt_thread *t, long nr, volatile uint64_t *kind)
+{
+	(*kind)++;
+	if ((unsigned long)nr < DT_NR_SYSCALLS)
+		t->stats->per_nr[nr]++;
+}
+
+static inline long local_call(struct dt_thread *t, long nr, const long a[6])
+{
+	count(t, nr, &t->stats->local);
+	return sys_call6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+
+static inline long forward(struct dt_thread *t, long nr, const long a[6])
+{
+	/* A call made by a signal handler while our proxy is busy with the call
+	 * that handler interrupted: the proxy cannot take it, this thread can.
+	 * A watched thread (threads.c) has no proxy: its calls are its own. */
+	/* Below the waiting frame (stacks grow down) is a handler that runs on
+	 * top of the wait; above it, a handler that longjmp'd out of it. */
+	if (t->depth > 0 && (uintptr_t)__builtin_frame_address(0) > t->wait_frame)
+		proxy_abandoned(t);
+	if (t->depth > 0 || t->observed)
+		return local_call(t, nr, a);
+	count(t, nr, &t->stats->forwarded);
+	return proxy_forward(t, nr, a);
+}
+
+#endif

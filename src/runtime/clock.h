@@ -1,0 +1,23 @@
+/* Layer 2 (services, docs/architecture.md): timed waits served in user space against the
+ * TSC (clock.c). */
+#ifndef DETACH_RUNTIME_CLOCK_H
+#define DETACH_RUNTIME_CLOCK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "runtime/thread.h"
+
+void clock_init(void) DT_HIDDEN;
+bool timed_wait_general_only(void) DT_HIDDEN;
+bool timed_wait_clock_ok(clockid_t clk) DT_HIDDEN;
+long timed_wait_until(struct dt_thread *t, clockid_t clk, uint64_t deadline_ns) DT_HIDDEN;
+long timed_sleep(struct dt_thread *t, clockid_t clk, int flags, const struct timespec *req,
+		 struct timespec *rem) DT_HIDDEN;
+long timed_poll(struct dt_thread *t, long timeout_ms) DT_HIDDEN;
+long timed_select(struct dt_thread *t, struct timeval *tv) DT_HIDDEN;
+long timed_ppoll(struct dt_thread *t, struct timespec *ts) DT_HIDDEN;
+
+#endif

@@ -1,0 +1,53 @@
+/* Layer 1: the process-wide configuration, read from `detach run`'s
+ * contract (init.c) or set by dt_detach() (api.c) through config_defaults(),
+ * fixed once the runtime started but for `active`; and the runtime's two
+ * ways to speak (dt_die, dt_verbose: config.c). */
+#ifndef DETACH_RUNTIME_CONFIG_H
+#define DETACH_RUNTIME_CONFIG_H
+
+#include <sched.h>
+#include <stdbool.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "lib/util.h"
+#include "runtime/sys.h"
+
+enum proxy_wait { PROXY_SPIN, PROXY_ADAPTIVE };
+enum dt_mlock { MLOCK_THREAD, MLOCK_ALL, MLOCK_NONE };   /* memlock.c */
+struct dt_config {
+	bool active;                    /* this process is the detached one */
+	pid_t pid;
+	cpu_set_t cpus;
+	cpu_set_t housekeeping;
+	char policy[16];
+	enum dt_mlock mlock;
+	bool verbose;
+	enum proxy_wait proxy_wait;
+	char stats_path[4096];
+	char mode[16];
+	struct tsc_clock tsc;
+	struct timespec start;          /* CLOCK_REALTIME when the runtime started */
+	bool rt_throttled;              /* sched_rt_runtime_us >= 0 at start */
+	bool keep_policy;               /* --keep-policy: scheduling requests for real */
+	/* The cpuset the program started in, when detached threads moved into
+	 * the `detach isolate` partition: threads and children they create go
+	 * back there ("0" written to it moves the writer). */
+	char select[256];               /* which threads are detached (threads.c) */
+	char home_cpuset[256];
+	char home_tasks[512];
+};
+extern struct dt_config dt_cfg DT_HIDDEN;
+extern cpu_set_t dt_hk_mask DT_HIDDEN;
+/* rewrite mode is on: set once at start by rewrite.c (rewrite_init) */
+extern bool dt_rewrite_on DT_HIDDEN;          /* read by the clone stub's child */
+extern __thread struct dt_thread *dt_self DT_HIDDEN;
+extern struct dt_registry *dt_registry DT_HIDDEN;
+
+/* The defaults both starts share (init.c, api.c). */
+void config_defaults(const cpu_set_t *cpus, const cpu_set_t *housekeeping) DT_HIDDEN;
+
+void dt_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2))) DT_HIDDEN;
+void dt_verbose(const char *fmt, ...) __attribute__((format(printf, 1, 2))) DT_HIDDEN;
+
+#endif

@@ -1,0 +1,10 @@
+/* Layer 4 (docs/architecture.md): exit, clone and execve of a detached
+ * thread (lifecycle.c, clone.S). */
+#ifndef DETACH_RUNTIME_LIFECYCLE_H
+#define DETACH_RUNTIME_LIFECYCLE_H
+
+#include "runtime/call.h"
+
+DT_HIDDEN call_fn do_exit, do_exit_group, do_clone, do_execve;
+
+#endif

@@ -1,0 +1,11 @@
+/* Layer 2 (services, docs/architecture.md): seccomp filters of a detached thread
+ * (seccomp.c). */
+#ifndef DETACH_RUNTIME_SECCOMP_H
+#define DETACH_RUNTIME_SECCOMP_H
+
+#include "runtime/call.h"
+
+DT_HIDDEN call_fn do_seccomp;
+long seccomp_refuse_strict(struct dt_thread *t, long nr) DT_HIDDEN;
+
+#endif

@@ -1,0 +1,19 @@
+/* Layer 2 (services, docs/architecture.md): signal state and delivery of a detached
+ * thread (signals.c). */
+#ifndef DETACH_RUNTIME_SIGNALS_H
+#define DETACH_RUNTIME_SIGNALS_H
+
+#include <stdbool.h>
+
+#include "runtime/call.h"
+
+DT_HIDDEN call_fn do_sigreturn, do_sigaction, do_sigprocmask, do_sigsuspend, do_sigaltstack,
+	do_kill, do_thread_signal, do_fd_track;
+/* A descriptor whose readiness is the calling thread's pending signals (a
+ * signalfd, or an epoll set holding one): calls on it run on the thread. */
+bool sigfd_is(long fd) DT_HIDDEN;
+/* poll/select sets holding one */
+bool sigfd_in_pollfds(const void *fds, unsigned long n) DT_HIDDEN;
+bool sigfd_in_fdset(const void *set, long nfds) DT_HIDDEN;
+
+#endif

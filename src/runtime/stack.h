@@ -1,0 +1,18 @@
+/* Layer 2 (services, docs/architecture.md): the runtime's own stack of a thread, and its
+ * alternate signal stack (stack.c). */
+#ifndef DETACH_RUNTIME_STACK_H
+#define DETACH_RUNTIME_STACK_H
+
+#include <signal.h>
+#include <ucontext.h>
+
+#include "runtime/thread.h"
+
+void stack_give(struct dt_thread *t) DT_HIDDEN;
+void stack_return(struct dt_thread *t) DT_HIDDEN;
+void stack_arm(struct dt_thread *t) DT_HIDDEN;
+void stack_disarm(struct dt_thread *t) DT_HIDDEN;
+void stack_real(const struct dt_thread *t, stack_t *real) DT_HIDDEN;
+void stack_on_return(const struct dt_thread *t, ucontext_t *uc) DT_HIDDEN;
+
+#endif

@@ -1,0 +1,18 @@
+/* Layer 2 (services, docs/architecture.md): the registry of live statistics that `detach ps`
+ * reads (lib/registry.h), and the statistics file at exit (stats.c). */
+#ifndef DETACH_RUNTIME_STATS_H
+#define DETACH_RUNTIME_STATS_H
+
+#include <sys/types.h>
+
+#include "lib/registry.h"
+#include "runtime/sys.h"
+
+extern struct dt_registry *dt_registry DT_HIDDEN;
+int registry_open(void) DT_HIDDEN;
+struct dt_thread_stats *registry_slot(pid_t tid, int cpu) DT_HIDDEN;
+int kernel_counters_read(pid_t tid, struct kernel_counters *k) DT_HIDDEN;
+void stats_finish(void) DT_HIDDEN;
+extern int dt_exit_code DT_HIDDEN;      /* exit_group's status; -1: not known */
+
+#endif

@@ -1,0 +1,103 @@
+/* Layer 1: what a detached thread is (its mailbox to the proxy, its state);
+ * the services below threads.c take it as an argument, threads.c makes and
+ * ends it. */
+#ifndef DETACH_RUNTIME_THREAD_H
+#define DETACH_RUNTIME_THREAD_H
+
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "lib/registry.h"
+#include "lib/util.h"
+#include "runtime/sys.h"
+
+/* ---- the mailbox between a detached thread and its proxy ----------------
+ * Request and reply sit on separate cache lines: each line has one writer,
+ * so the only traffic is the hand-over itself. */
+enum { DT_CMD_QUIT = -1, DT_CMD_STATS = -2, DT_CMD_COUNTERS = -3 };
+/* What a handler that ran on the detached thread during a forwarded call
+ * asks of that call (proxy.c, send_interrupt).  INTR_CANCEL is tested by
+ * sys_proxy_call (stubs.S) as the byte 1. */
+enum { INTR_NONE = 0, INTR_CANCEL = 1, INTR_EINTR = 2, INTR_RESTART = 3 };
+
+struct mailbox {
+	_Alignas(64)
+	volatile uint64_t req_seq;      /* detached thread -> proxy */
+	long nr;
+	long args[6];
+	_Alignas(64)
+	volatile uint64_t done_seq;     /* proxy -> detached thread */
+	long ret;
+	volatile uint64_t intr_ack;     /* intr_sent as last seen by the proxy's handler */
+	volatile int32_t raised;        /* a signal the call raised on the proxy (SIGPIPE...) */
+	_Alignas(64)
+	volatile uint8_t intr;          /* INTR_*: set by the detached thread */
+	volatile uint64_t intr_sent;
+};
+
+/* The kernel's struct sched_attr (sched_setattr(2)), VER1 (56 bytes). */
+struct kernel_sched_attr {
+	uint32_t size;
+	uint32_t sched_policy;
+	uint64_t sched_flags;
+	int32_t sched_nice;
+	uint32_t sched_priority;
+	uint64_t sched_runtime, sched_deadline, sched_period;
+	uint32_t sched_util_min, sched_util_max;
+};
+/* A detached thread's scheduling settings as the program made them (sched.c) */
+struct app_sched {
+	struct kernel_sched_attr attr;
+	cpu_set_t affinity;
+};
+
+/* A detached or watched thread: all its mutable state (threads.c owns it). */
+struct dt_thread {
+	struct mailbox mb;
+	/* set by a vfork child that borrows this thread's TLS (trampoline.S reads
+	 * it at a fixed offset), cleared by the parent when it resumes */
+	volatile uint8_t vfork_child;
+	/* The runtime's own stack (stack.c), where the trampoline and the
+	 * SIGSYS handler run (its alternate signal stack when the program set
+	 * none), and the program's alternate stack as the program set it (0, 0:
+	 * none).  trampoline.S reads the four at fixed offsets. */
+	uintptr_t stack_lo, stack_hi;
+	uintptr_t app_ss_lo, app_ss_hi;
+	stack_t app_ss;                 /* what sigaltstack reports (signals.c) */
+	bool need_trap;                 /* rewrite mode: this call needs the trap path */
+	/* Watched, not detached: a thread of a program whose threads are chosen
+	 * by rule (threads.c).  Its calls trap and run on itself, natively, but
+	 * for the few that may choose it. */
+	bool observed;
+	volatile bool evicted;          /* another thread took its CPU (threads.c) */
+	int pending_cpu;                /* >= 0: detach on this CPU at the next trap */
+	uintptr_t locked_lo, locked_hi; /* its stack range memlock.c locked */
+	struct dt_thread *next;         /* threads.c's list */
+	pid_t tid;
+	int cpu;
+	int node;
+	pid_t proxy_tid;
+	volatile int depth;             /* forwarded calls in flight (signal nesting) */
+	uintptr_t wait_frame;           /* stack frame of the forwarded call in flight */
+	volatile int intr_signo;        /* a handler ran while we waited */
+	siginfo_t raised_info;          /* written by the proxy with mb.raised */
+	volatile uint8_t selector;      /* Syscall User Dispatch selector byte */
+	uint64_t app_blocked_open;      /* of the signals kept open (call.h:
+					 * kept_open), those the program believes blocked */
+	uint64_t cpu_seen[5][3];        /* CPU times last answered (cputime.c) */
+	struct app_sched app;           /* scheduling settings it believes in */
+	struct dt_thread_stats *stats;
+	char path[4096 + 64];           /* /proc/thread-self rewriting */
+	struct dt_thread_stats own_stats; /* counters until a registry slot is had */
+	/* vfork on the shared stack: the frame both child and parent resume from */
+	_Alignas(64) char frame[16384];
+};
+
+/* The calling thread's, NULL on threads that are not detached or watched
+ * (defined in threads.c). */
+extern __thread struct dt_thread *dt_self DT_HIDDEN;
+
+#endif

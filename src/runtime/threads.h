@@ -1,0 +1,28 @@
+/* Layer 3 (docs/architecture.md): which threads are detached or watched;
+ * it makes a detached thread and ends it, and owns their mutable state
+ * (threads.c). */
+#ifndef DETACH_RUNTIME_THREADS_H
+#define DETACH_RUNTIME_THREADS_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "runtime/call.h"
+
+void start_threads(void) DT_HIDDEN;
+struct dt_thread *detach_thread(struct dt_thread *t, int cpu) DT_HIDDEN;
+void observe_call(struct dt_thread *t, long nr, const long a[6]) DT_HIDDEN;
+void thread_evicted(struct dt_thread *t) DT_HIDDEN;
+struct dt_thread *thread_alloc(void) DT_HIDDEN;
+void thread_free(struct dt_thread *t) DT_HIDDEN;
+int claim_cpu(int want) DT_HIDDEN;
+void release_cpu(int cpu) DT_HIDDEN;
+void attach_thread(struct dt_thread *t) DT_HIDDEN;
+void dt_fork_child(void) DT_HIDDEN;
+void dt_child_placement(void) DT_HIDDEN;
+void place_child(pid_t tid) DT_HIDDEN;
+void dt_vfork_parent_resumed(void) DT_HIDDEN;
+/* sched_setaffinity: the `pinned` rule, then sched.c's do_affinity */
+DT_HIDDEN call_fn do_setaffinity;
+
+#endif

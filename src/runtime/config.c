@@ -2,6 +2,7 @@
  * Layer 1 (docs/architecture.md). */
 #include "runtime/config.h"
 
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/syscall.h>
@@ -10,6 +11,45 @@
 struct dt_config dt_cfg;
 cpu_set_t dt_hk_mask;
 bool dt_rewrite_on;
+
+/* A message of the runtime on stderr, by raw calls (also inside a trap),
+ * that never harms the program: the SIGXFSZ (stderr a file past ulimit -f)
+ * or SIGPIPE (a closed pipe) this write raises is taken back, as if the
+ * message had not been written; one that was pending before stays. */
+void dt_say(const char *msg, size_t len)
+{
+	const uint64_t ours = (1ull << (SIGPIPE - 1)) | (1ull << (SIGXFSZ - 1));
+	uint64_t old, before = 0, after = 0;
+	siginfo_t si;
+	const struct timespec now = { 0, 0 };
+
+	sys_call4(SYS_rt_sigprocmask, SIG_BLOCK, &ours, &old, 8);
+	sys_call2(SYS_rt_sigpending, &before, 8);
+	sys_call3(SYS_write, 2, msg, len);
+	sys_call2(SYS_rt_sigpending, &after, 8);
+	uint64_t raised = after & ~before & ours;
+	if (raised)
+		sys_call4(SYS_rt_sigtimedwait, &raised, &si, &now, 8);
+	if (raised & (raised - 1))      /* both: one call takes one */
+		sys_call4(SYS_rt_sigtimedwait, &raised, &si, &now, 8);
+	sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, 8);
+}
+
+/* "detach: warning: ..." and a newline, through dt_say. */
+void dt_warn(const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+	int n = snprintf(buf, sizeof(buf), "detach: warning: ");
+
+	va_start(ap, fmt);
+	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n, fmt, ap);
+	va_end(ap);
+	if (n > (int)sizeof(buf) - 2)
+		n = (int)sizeof(buf) - 2;
+	buf[n++] = '\n';
+	dt_say(buf, (size_t)n);
+}
 
 void dt_die(const char *fmt, ...)
 {
@@ -24,7 +64,7 @@ void dt_die(const char *fmt, ...)
 	if (n > (int)sizeof(buf) - 2)
 		n = (int)sizeof(buf) - 2;
 	buf[n++] = '\n';
-	sys_call3(SYS_write, 2, buf, n);
+	dt_say(buf, (size_t)n);
 	sys_call1(SYS_exit_group, 1);
 	__builtin_unreachable();
 }

@@ -1,13 +1,14 @@
 /* Layer 1: the process-wide configuration, read from `detach run`'s
  * contract (init.c) or set by dt_detach() (api.c) through config_defaults(),
- * fixed once the runtime started but for `active`; and the runtime's two
- * ways to speak (dt_die, dt_verbose: config.c). */
+ * fixed once the runtime started but for `active`; and how the runtime
+ * speaks (dt_say, dt_warn, dt_die, dt_verbose: config.c). */
 #ifndef DETACH_RUNTIME_CONFIG_H
 #define DETACH_RUNTIME_CONFIG_H
 
 #include <sched.h>
 #include <stdbool.h>
 #include <sys/types.h>
+#include <stddef.h>
 #include <time.h>
 
 #include "lib/util.h"
@@ -47,6 +48,8 @@ extern struct dt_registry *dt_registry DT_HIDDEN;
 /* The defaults both starts share (init.c, api.c). */
 void config_defaults(const cpu_set_t *cpus, const cpu_set_t *housekeeping) DT_HIDDEN;
 
+void dt_say(const char *msg, size_t len) DT_HIDDEN;
+void dt_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2))) DT_HIDDEN;
 void dt_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2))) DT_HIDDEN;
 void dt_verbose(const char *fmt, ...) __attribute__((format(printf, 1, 2))) DT_HIDDEN;
 

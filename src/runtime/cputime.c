@@ -296,10 +296,10 @@ void cputime_start(void)
 		if (setrlimit(RLIMIT_CPU, &none)) {
 			/* Without CAP_SYS_RESOURCE the kernel counts whatever spins:
 			 * spin as little as the limit needs. */
-			fprintf(stderr, "detach: warning: the CPU-time limit (ulimit -t %llu) cannot be kept by the "
+			dt_warn("the CPU-time limit (ulimit -t %llu) cannot be kept by the "
 				"program's own time without CAP_SYS_RESOURCE: timed waits sleep in the kernel but for "
 				"their last 100 us, proxies poll adaptively, and blocking calls forwarded to the proxy "
-				"still count against it\n", (unsigned long long)now.rlim_cur);
+				"still count against it", (unsigned long long)now.rlim_cur);
 			dt_cpu_limited = true;
 			dt_cfg.proxy_wait = PROXY_ADAPTIVE;
 			return;

@@ -4,6 +4,7 @@
  * into the new image's environment, so detached state survives exec; nobody
  * else's exec (children, other threads) gets them. */
 #include "runtime/env.h"
+#include "runtime/config.h"
 #include "runtime/cputime.h"
 #include "runtime/sched.h"
 #include "lib/contract.h"
@@ -138,9 +139,6 @@ static void raw_close(long fd)
 static void warn_if_static(long nr, const long a[6])
 {
 	static const struct file_ops raw_file = { raw_open, raw_pread, raw_close };
-	static const char msg1[] = "detach: warning: ";
-	static const char msg2[] = " is statically linked: the runtime cannot be preloaded into it, "
-				   "so it runs undetached\n";
 	int dirfd = nr == SYS_execve ? AT_FDCWD : (int)a[0];
 	const char *path = (const char *)(nr == SYS_execve ? a[0] : a[1]);
 
@@ -152,9 +150,8 @@ static void warn_if_static(long nr, const long a[6])
 		return;
 	if (!exec_is_static(dirfd, path, &raw_file))
 		return;
-	sys_call3(SYS_write, 2, msg1, sizeof(msg1) - 1);
-	sys_call3(SYS_write, 2, path[0] ? path : "the program", strlen(path[0] ? path : "the program"));
-	sys_call3(SYS_write, 2, msg2, sizeof(msg2) - 1);
+	dt_warn("%s is statically linked: the runtime cannot be preloaded into it, so it runs undetached",
+		path[0] ? path : "the program");
 }
 
 /* v in decimal at p, then end; returns the position after end.  Safe in

@@ -98,11 +98,11 @@ static void choose_mode(void)
 		/* `detach run` refuses --mode rewrite where page 0 cannot be had,
 		 * so this is a later image of a program that gave up the
 		 * privilege (setuid, then execve): it must go on. */
-		fprintf(stderr, "detach: warning: this image cannot map the trampoline at address 0 (%s), "
-			"the program gave up the privilege: every system call traps (sud mode)\n", strerror(-err));
+		dt_warn("this image cannot map the trampoline at address 0 (%s), "
+			"the program gave up the privilege: every system call traps (sud mode)", strerror(-err));
 	else
-		fprintf(stderr, "detach: warning: cannot map the trampoline at address 0 (%s): every system call "
-		"traps (sud mode); root or vm.mmap_min_addr=0 allows rewrite mode\n", strerror(-err));
+		dt_warn("cannot map the trampoline at address 0 (%s): every system call "
+		"traps (sud mode); root or vm.mmap_min_addr=0 allows rewrite mode", strerror(-err));
 	snprintf(dt_cfg.mode, sizeof(dt_cfg.mode), "sud");
 }
 

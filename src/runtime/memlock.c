@@ -96,8 +96,8 @@ static void lock_failed(const char *what, int err)
 	if (said)
 		return;
 	said = true;
-	fprintf(stderr, "detach: warning: cannot lock %s (%s): the detached thread may take page faults "
-		"on its CPU; NOTE: raise RLIMIT_MEMLOCK (ulimit -l) or run as root\n", what, strerror(-err));
+	dt_warn("cannot lock %s (%s): the detached thread may take page faults "
+		"on its CPU; NOTE: raise RLIMIT_MEMLOCK (ulimit -l) or run as root", what, strerror(-err));
 }
 
 /* The calling thread, about to be detached as t. */

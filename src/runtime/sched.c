@@ -162,15 +162,14 @@ static long set_attr(struct dt_thread *t, struct kernel_sched_attr *a)
  * every second.  Said once, as `detach run -P` would have. */
 static void warn_rt(struct dt_thread *t, long pid, int policy)
 {
-	static const char msg[] = "detach: warning: the program gives its detached thread a real-time "
-				  "policy while RT throttling is on: it spins, so it loses up to 50 ms of every "
-				  "second when other tasks want its CPU (detach isolate turns throttling off)\n";
 	static bool said;
 
 	if ((pid == 0 || pid == t->tid) && is_rt((uint32_t)(policy & ~SCHED_RESET_ON_FORK)) &&
 	    dt_cfg.rt_throttled && !said && !t->observed) {
 		said = true;
-		sys_call3(SYS_write, 2, msg, sizeof(msg) - 1);
+		dt_warn("the program gives its detached thread a real-time policy while RT throttling is on: "
+			"it spins, so it loses up to 50 ms of every second when other tasks want its CPU "
+			"(detach isolate turns throttling off)");
 	}
 }
 

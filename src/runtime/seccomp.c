@@ -11,6 +11,7 @@
  * installed on the detached thread and on its proxy, which carries out its
  * forwarded calls (the table's MIRROR). */
 #include "runtime/seccomp.h"
+#include "runtime/config.h"
 
 #include <errno.h>
 #include <linux/seccomp.h>
@@ -18,12 +19,9 @@
 
 long seccomp_refuse_strict(struct dt_thread *t, long nr)
 {
-	static const char msg[] = "detach: warning: the program asks for seccomp strict mode, which a "
-				  "detached thread cannot keep (the runtime's own calls would kill it): "
-				  "refused with EINVAL\n";
-
 	count(t, nr, &t->stats->emulated);
-	sys_call3(SYS_write, 2, msg, sizeof(msg) - 1);
+	dt_warn("the program asks for seccomp strict mode, which a detached thread cannot keep "
+		"(the runtime's own calls would kill it): refused with EINVAL");
 	return -EINVAL;
 }
 

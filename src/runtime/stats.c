@@ -43,8 +43,8 @@ int registry_open(void)
 		 * file of its first image is not its own any more), or that runs
 		 * under a small RLIMIT_FSIZE.  The counters go on in private
 		 * memory; the program must not suffer for them. */
-		dprintf(2, "detach: warning: %s: %s: this image's statistics are not shown by "
-			"'detach ps'\n", registry_path, strerror(errno));
+		dt_warn("%s: %s: this image's statistics are not shown by "
+			"'detach ps'", registry_path, strerror(errno));
 		registry_path[0] = '\0';
 		p = mmap(NULL, sizeof(struct dt_registry), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 		if (p == MAP_FAILED)
@@ -184,9 +184,9 @@ static void warn_shared_cpus(void)
 			continue;
 		uint64_t n = k.invol_switches - s->at_detach.invol_switches;
 		if (n >= SHARED_SWITCHES)
-			dprintf(2, "detach: warning: detached CPU %d was shared: tid %d was preempted %llu times by "
+			dt_warn("detached CPU %d was shared: tid %d was preempted %llu times by "
 				"another runnable thread or task; NOTE: `detach isolate` keeps other tasks away, and "
-				"the default --select (first,pinned) detaches a thread pinned there\n",
+				"the default --select (first,pinned) detaches a thread pinned there",
 				s->cpu, (int)s->tid, (unsigned long long)n);
 	}
 }
@@ -242,11 +242,11 @@ void stats_finish(void)
 	fclose(f);
 	fd = -1;
 	if (getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur < size) {
-		dprintf(2, "detach: warning: statistics not written to %s: %zu bytes exceed the file size "
-			"limit (ulimit -f)\n", dt_cfg.stats_path, size);
+		dt_warn("statistics not written to %s: %zu bytes exceed the file size "
+			"limit (ulimit -f)", dt_cfg.stats_path, size);
 	} else if ((fd = open(dt_cfg.stats_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666)) < 0 ||
 		   write(fd, text, size) != (ssize_t)size) {
-		dprintf(2, "detach: error: cannot write statistics to %s: %s\n", dt_cfg.stats_path, strerror(errno));
+		dt_warn("cannot write statistics to %s: %s", dt_cfg.stats_path, strerror(errno));
 	}
 	if (fd >= 0)
 		close(fd);

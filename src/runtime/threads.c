@@ -460,9 +460,9 @@ static bool thread_pinning(struct dt_thread *t, long a[6])
 		if (t->observed)
 			keep_off_detached(a);
 		else if (CPU_COUNT(&one) == 1 && CPU_ISSET(c, &taken))
-			fprintf(stderr, "detach: warning: tid %d is pinned to CPU %d, where a detached thread runs: "
+			dt_warn("tid %d is pinned to CPU %d, where a detached thread runs: "
 				"they share it; NOTE: without --select first, a thread pinned to one CPU of -c is the "
-				"one detached there\n", (int)tid, c);
+				"one detached there", (int)tid, c);
 		return false;
 	}
 	if (CPU_COUNT(&one) != 1 || !CPU_ISSET(c, &dt_cfg.cpus) || tid == dt_cfg.pid) {

@@ -20,6 +20,7 @@
 #include "runtime/sched.h"
 #include "runtime/seccomp.h"
 #include "runtime/signals.h"
+#include "runtime/select.h"
 #include "runtime/threads.h"
 #include "runtime/waits.h"
 

@@ -1,20 +1,17 @@
-/* Which threads are detached, and making a thread detached.
+/* The detached and watched threads: making a thread detached, placing
+ * it, ending it.  Layer 3 (docs/architecture.md).
  *
- * By default the program's first thread, as in the paper.  `detach run
- * --select RULES` (DETACH_SELECT) chooses others, for programs that measure
- * or control in threads they create (cyclictest, oslat):
- *   first       the first thread
- *   order:N     the N-th thread the program creates (1 = the first created)
- *   name:GLOB   a thread that names itself so (prctl PR_SET_NAME; * and ?)
- *   pinned      a thread pinned to exactly one CPU of -c (sched_setaffinity
- *               by itself, or by its creator, as pthread attributes do)
- * With rules other than `first`, every thread is watched ("observed"): its
+ * By default the program's first thread is detached, as in the paper.
+ * `detach run --select RULES` (DETACH_SELECT) chooses others, for programs
+ * that measure or control in threads they create (cyclictest, oslat; the
+ * rules are select.c's).  With rules other than `first`, every thread is watched ("observed"): its
  * system calls trap too, and run on the thread itself, except that clone
  * passes the watch on to the new thread and the calls above may choose it.
  * A chosen thread is detached at its next system call, on its own CPU with
  * its own proxy.  dt_detach() and dt_attach() (api.c) do the same on demand.
  */
 #include "runtime/threads.h"
+#include "runtime/select.h"
 #include "runtime/config.h"
 #include "runtime/cputime.h"
 #include "runtime/memlock.h"
@@ -43,7 +40,6 @@ __thread struct dt_thread *dt_self;
 
 static struct dt_thread *all_threads;
 static volatile int list_lock;
-static atomic_int created;            /* threads the program created, in order */
 static volatile int cpu_lock;
 static cpu_set_t cpus_taken;
 static bool dt_observing;            /* rules other than `first` */
@@ -57,6 +53,19 @@ static void lock(volatile int *l)
 static void unlock(volatile int *l)
 {
 	__atomic_store_n(l, 0, __ATOMIC_RELEASE);
+}
+
+/* The first detached or watched thread for which want(t, key) holds. */
+struct dt_thread *thread_find(bool (*want)(const struct dt_thread *t, long key), long key)
+{
+	struct dt_thread *found = NULL;
+
+	lock(&list_lock);
+	for (struct dt_thread *t = all_threads; t && !found; t = t->next)
+		if (want(t, key))
+			found = t;
+	unlock(&list_lock);
+	return found;
 }
 
 /* Raw mmap: this runs in clone children before libc is theirs. */
@@ -119,7 +128,7 @@ void release_cpu(int cpu)
 }
 
 /* The detached CPUs taken now: watched threads are kept off them. */
-static void cpus_in_use(cpu_set_t *out)
+void cpus_claimed(cpu_set_t *out)
 {
 	lock(&cpu_lock);
 	*out = cpus_taken;
@@ -261,161 +270,6 @@ static void observe_thread(struct dt_thread *t)
 	arm(t);
 }
 
-/* ---- the rules --------------------------------------------------------- */
-
-static bool glob_match(const char *g, const char *s)
-{
-	for (; *g; g++, s++) {
-		if (*g == '*') {
-			for (const char *r = s;; r++) {
-				if (glob_match(g + 1, r))
-					return true;
-				if (!*r)
-					return false;
-			}
-		}
-		if (!*s || (*g != '?' && *g != *s))
-			return false;
-	}
-	return !*s;
-}
-
-/* Does rule (e.g. "order:") appear in the list, and its argument? */
-static bool rule(const char *kind, char *arg, size_t len, int nth)
-{
-	size_t klen = strlen(kind);
-	const char *p = dt_cfg.select;
-
-	while (*p) {
-		size_t n = strcspn(p, ",");
-		if (n >= klen && !strncmp(p, kind, klen) && nth-- == 0) {
-			if (arg)
-				snprintf(arg, len, "%.*s", (int)(n - klen), p + klen);
-			return true;
-		}
-		p += n + (p[n] == ',');
-	}
-	return false;
-}
-
-static bool order_chosen(int n)
-{
-	char arg[16];
-
-	for (int i = 0; rule("order:", arg, sizeof(arg), i); i++)
-		if (atoi(arg) == n)
-			return true;
-	return false;
-}
-
-static bool name_chosen(const char *name)
-{
-	char arg[64];
-
-	for (int i = 0; rule("name:", arg, sizeof(arg), i); i++)
-		if (glob_match(arg, name))
-			return true;
-	return false;
-}
-
-static struct dt_thread *find_observed(pid_t tid)
-{
-	struct dt_thread *found = NULL;
-
-	lock(&list_lock);
-	for (struct dt_thread *t = all_threads; t && !found; t = t->next)
-		if (t->observed && t->tid == tid)
-			found = t;
-	unlock(&list_lock);
-	return found;
-}
-
-/* Claims made by a creator for a thread that has not registered yet
- * (pthread attributes pin the child from the parent, right after clone). */
-static struct { volatile pid_t tid; int cpu; } claims[DT_MAX_THREADS];
-
-static void claim_for(pid_t tid, int cpu)
-{
-	struct dt_thread *target = find_observed(tid);
-
-	if (target) {
-		target->pending_cpu = cpu;
-		return;
-	}
-	for (int i = 0; i < DT_MAX_THREADS; i++)
-		if (!claims[i].tid) {
-			claims[i].cpu = cpu;
-			__atomic_store_n(&claims[i].tid, tid, __ATOMIC_RELEASE);
-			return;
-		}
-}
-
-static int claimed_cpu(pid_t tid)
-{
-	for (int i = 0; i < DT_MAX_THREADS; i++)
-		if (__atomic_load_n(&claims[i].tid, __ATOMIC_ACQUIRE) == tid) {
-			claims[i].tid = 0;
-			return claims[i].cpu;
-		}
-	return -1;
-}
-
-/* A watched thread that is not chosen pins itself (or another) to CPUs a
- * detached thread owns: it would compete with it there.  The mask loses
- * those CPUs (all of them lost: the housekeeping CPUs instead); a[2] then
- * points at the runtime's copy, which lives until the call is made. */
-static __thread cpu_set_t kept_off;
-
-static void keep_off_detached(const long a[6])
-{
-	cpu_set_t taken, both;
-	size_t size = (size_t)a[1] < sizeof(kept_off) ? (size_t)a[1] : sizeof(kept_off);
-
-	cpus_in_use(&taken);
-	CPU_ZERO(&kept_off);
-	memcpy(&kept_off, (const void *)a[2], size);
-	CPU_AND(&both, &kept_off, &taken);
-	if (!CPU_COUNT(&both))
-		return;
-	CPU_XOR(&kept_off, &kept_off, &both);
-	if (!CPU_COUNT(&kept_off))
-		kept_off = dt_hk_mask;
-	((long *)a)[2] = (long)&kept_off;
-	((long *)a)[1] = (long)sizeof(kept_off);
-}
-
-/* The program's first thread, detached at start, holds CPU c: a thread
- * that pins itself there is the one the program measures with, and takes
- * c over.  The first thread moves to another free CPU of -c, or leaves
- * the detached CPUs at once (the kernel moves it to the housekeeping CPUs)
- * and becomes a watched thread at its next call (thread_evicted). */
-static bool take_over(int c)
-{
-	struct dt_thread *first = NULL;
-	cpu_set_t to;
-	int other;
-
-	lock(&list_lock);
-	for (struct dt_thread *t = all_threads; t; t = t->next)
-		if (!t->observed && !t->evicted && t->cpu == c && t->tid == dt_cfg.pid && t->stats->state == 1)
-			first = t;
-	unlock(&list_lock);
-	if (!first)
-		return false;
-	if ((other = claim_cpu(-1)) >= 0) {
-		CPU_ZERO(&to);
-		CPU_SET(other, &to);
-		first->cpu = first->stats->cpu = other;
-		sys_call3(SYS_sched_setaffinity, first->tid, sizeof(to), &to);
-		dt_verbose("tid %d moved to CPU %d for a thread pinned to CPU %d", (int)first->tid, other, c);
-		return true;
-	}
-	__atomic_store_n(&first->evicted, true, __ATOMIC_RELEASE);
-	placement_home(first->tid);
-	dt_verbose("tid %d leaves CPU %d to a thread pinned there", (int)first->tid, c);
-	return true;
-}
-
 /* Ours, at the next call of a detached thread another took the CPU from:
  * its proxy goes and it is watched from now on, with the scheduling
  * settings it believes in made real (off the detached CPUs). */
@@ -430,84 +284,13 @@ void thread_evicted(struct dt_thread *t)
 	t->evicted = false;
 	t->observed = true;
 	t->pending_cpu = -1;
-	cpus_in_use(&taken);
+	cpus_claimed(&taken);
 	CPU_AND(&mine, &t->app.affinity, &taken);
 	CPU_XOR(&mine, &t->app.affinity, &mine);
 	if (!CPU_COUNT(&mine))
 		mine = dt_hk_mask;
 	sys_call3(SYS_sched_setaffinity, 0, sizeof(mine), &mine);
 	sys_call3(SYS_sched_setattr, 0, &t->app.attr, 0);
-}
-
-/* A thread pins itself or another (a[0]) to CPUs: with the `pinned` rule, a
- * thread pinned to exactly one CPU of -c is chosen, and detached on it.
- * t is the caller, watched or detached.  Returns true when t itself was
- * detached.  Otherwise watched threads are kept off detached CPUs, and a
- * detached thread pinning another onto one is warned about. */
-static bool thread_pinning(struct dt_thread *t, long a[6])
-{
-	cpu_set_t one, taken;
-	int cpu;
-
-	if (!a[2] || (size_t)a[1] < 8)
-		return false;
-	CPU_ZERO(&one);
-	memcpy(&one, (const void *)a[2], (size_t)a[1] < sizeof(one) ? (size_t)a[1] : sizeof(one));
-	int c = cpuset_nth(&one, 0);
-	pid_t tid = a[0] ? (pid_t)a[0] : t->tid;
-	if (!rule("pinned", NULL, 0, 0)) {
-		cpus_in_use(&taken);
-		if (t->observed)
-			keep_off_detached(a);
-		else if (CPU_COUNT(&one) == 1 && CPU_ISSET(c, &taken))
-			dt_warn("tid %d is pinned to CPU %d, where a detached thread runs: "
-				"they share it; NOTE: without --select first, a thread pinned to one CPU of -c is the "
-				"one detached there", (int)tid, c);
-		return false;
-	}
-	if (CPU_COUNT(&one) != 1 || !CPU_ISSET(c, &dt_cfg.cpus) || tid == dt_cfg.pid) {
-		/* `pinned` chooses threads the program created, not its first
-		 * thread (cyclictest pins that one too, to the same CPU) */
-		if (t->observed)
-			keep_off_detached(a);
-		return false;
-	}
-	if ((cpu = claim_cpu(c)) < 0 && take_over(c))
-		cpu = c;
-	if (cpu < 0) {
-		if (t->observed)
-			keep_off_detached(a);
-		return false;
-	}
-	if (tid == t->tid) {
-		detach_thread(t, cpu);
-		return true;
-	}
-	/* pinned by its creator: into the partition first, or the creator's
-	 * call fails; the thread detaches itself at its next call */
-	struct partition p;
-	if (!partition_find(&p) && CPU_ISSET(cpu, &p.cpus))
-		partition_add_thread(&p, tid);
-	claim_for(tid, cpu);
-	return false;
-}
-
-/* A call of a watched thread, before it runs: may choose a thread.  A
- * thread that chooses itself is detached here and now, so that the call
- * itself (the pinning) already runs as a detached thread's. */
-void observe_call(struct dt_thread *t, long nr, const long a[6])
-{
-	int cpu;
-
-	if (nr == SYS_prctl && a[0] == PR_SET_NAME && a[1]) {
-		char name[16];
-		snprintf(name, sizeof(name), "%s", (const char *)a[1]);
-		if (name_chosen(name) && (cpu = claim_cpu(-1)) >= 0)
-			detach_thread(t, cpu);
-		return;
-	}
-	if (nr == SYS_sched_setaffinity)
-		thread_pinning(t, (long *)a);
 }
 
 /* ---- threads and children -------------------------------------------------- */
@@ -518,7 +301,7 @@ void start_threads(void)
 	int cpu;
 
 	dt_observing = strcmp(dt_cfg.select, "first") != 0;
-	if (rule("first", NULL, 0, 0)) {
+	if (select_first()) {
 		cpu = claim_cpu(-1);
 		detach_thread(t, cpu);
 		return;
@@ -566,21 +349,8 @@ void dt_child_placement(void)
 		cputime_child();        /* a new process */
 	if (!dt_self && dt_observing && dt_cfg.active && !dt_is_proxy) {
 		struct dt_thread *t = thread_alloc();
-		int n = atomic_fetch_add(&created, 1) + 1;
 		observe_thread(t);
-		if (order_chosen(n))
-			t->pending_cpu = claim_cpu(-1);
-		else
-			t->pending_cpu = claimed_cpu(t->tid);
+		select_new_thread(t);
 	}
 }
 
-/* sched_setaffinity of a detached thread naming another thread: the
- * `pinned` rule may choose that one (a watched caller went through
- * observe_call already).  The affinity itself is sched.c's. */
-long do_setaffinity(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
-{
-	if (!t->observed && a[0] != 0 && a[0] != t->tid)
-		thread_pinning(t, a);
-	return do_affinity(t, nr, a, uc);
-}

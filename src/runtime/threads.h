@@ -11,7 +11,6 @@
 
 void start_threads(void) DT_HIDDEN;
 struct dt_thread *detach_thread(struct dt_thread *t, int cpu) DT_HIDDEN;
-void observe_call(struct dt_thread *t, long nr, const long a[6]) DT_HIDDEN;
 void thread_evicted(struct dt_thread *t) DT_HIDDEN;
 struct dt_thread *thread_alloc(void) DT_HIDDEN;
 void thread_free(struct dt_thread *t) DT_HIDDEN;
@@ -22,7 +21,7 @@ void dt_fork_child(void) DT_HIDDEN;
 void dt_child_placement(void) DT_HIDDEN;
 void place_child(pid_t tid) DT_HIDDEN;
 void dt_vfork_parent_resumed(void) DT_HIDDEN;
-/* sched_setaffinity: the `pinned` rule, then sched.c's do_affinity */
-DT_HIDDEN call_fn do_setaffinity;
+struct dt_thread *thread_find(bool (*want)(const struct dt_thread *t, long key), long key) DT_HIDDEN;
+void cpus_claimed(cpu_set_t *out) DT_HIDDEN;
 
 #endif

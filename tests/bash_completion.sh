@@ -58,5 +58,6 @@ if "$DETACH" --help | grep -q '^  pid '; then
 	want "detach pid: any PID" 1 detach pid ""
 fi
 kill $pid; wait $pid 2>/dev/null
+t_reap_registry   # killed: its registry file stays
 echo "ok: PIDs of detached programs"
 t_done

@@ -27,7 +27,7 @@ static struct pair tight_pair(void)
 	return best;
 }
 
-int tsc_calibrate(struct tsc_clock *c, uint64_t window_ns)
+static int calibrate(struct tsc_clock *c, uint64_t window_ns, bool busy)
 {
 	struct pair a, b;
 	struct timespec ts;
@@ -35,9 +35,14 @@ int tsc_calibrate(struct tsc_clock *c, uint64_t window_ns)
 	if (!window_ns)
 		window_ns = 20000000;
 	a = tight_pair();
-	ts.tv_sec = (time_t)(window_ns / 1000000000ull);
-	ts.tv_nsec = (long)(window_ns % 1000000000ull);
-	nanosleep(&ts, NULL);
+	if (busy) {
+		while (monotonic_ns() - a.ns < window_ns)
+			cpu_relax();
+	} else {
+		ts.tv_sec = (time_t)(window_ns / 1000000000ull);
+		ts.tv_nsec = (long)(window_ns % 1000000000ull);
+		nanosleep(&ts, NULL);
+	}
 	b = tight_pair();
 	if (b.tsc <= a.tsc || b.ns <= a.ns)
 		return -EIO;
@@ -56,6 +61,16 @@ int tsc_calibrate(struct tsc_clock *c, uint64_t window_ns)
 	c->base_tsc = b.tsc;
 	c->base_ns = b.ns;
 	return 0;
+}
+
+int tsc_calibrate(struct tsc_clock *c, uint64_t window_ns)
+{
+	return calibrate(c, window_ns, false);
+}
+
+int tsc_calibrate_busy(struct tsc_clock *c, uint64_t window_ns)
+{
+	return calibrate(c, window_ns, true);
 }
 
 uint64_t ns_to_tsc_cycles(const struct tsc_clock *c, uint64_t ns)

@@ -56,6 +56,9 @@ struct tsc_clock {
 };
 /* Calibrates against CLOCK_MONOTONIC over about window_ns (0: 20 ms). */
 int tsc_calibrate(struct tsc_clock *c, uint64_t window_ns);
+/* The same without sleeping: spins on the vDSO's clock (no system call,
+ * for a detached thread). */
+int tsc_calibrate_busy(struct tsc_clock *c, uint64_t window_ns);
 static inline uint64_t tsc_to_ns(const struct tsc_clock *c, uint64_t tsc)
 {
 	return c->base_ns + (uint64_t)(((unsigned __int128)(tsc - c->base_tsc) * c->mult) >> c->shift);

@@ -86,13 +86,14 @@ DT_API uint64_t dt_cycles(void)
 
 static struct tsc_clock api_clock;
 
-/* Calibrated on first use; published by its hz, stored last (release), so
+/* Calibrated on first use, spinning (a detached thread makes no call for
+ * it); published by its hz, stored last (release), so
  * that another thread never reads a base or factor half written. */
 static const struct tsc_clock *clock_ready(void)
 {
 	struct tsc_clock c;
 
-	if (!__atomic_load_n(&api_clock.hz, __ATOMIC_ACQUIRE) && !tsc_calibrate(&c, 0)) {
+	if (!__atomic_load_n(&api_clock.hz, __ATOMIC_ACQUIRE) && !tsc_calibrate_busy(&c, 0)) {
 		uint64_t hz = c.hz;
 
 		c.hz = 0;

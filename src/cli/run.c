@@ -1,6 +1,8 @@
 /* detach run: check the request, then exec the program with the runtime
  * preloaded.  The command itself changes no system state: the runtime, in
- * the program, pins, locks and detaches its first thread (src/runtime/init.c). */
+ * the program, pins, locks and detaches its first thread (src/runtime/init.c).
+ * About 550 lines: the options and their checks, each with its error and
+ * NOTE, read top to bottom as the request is checked. */
 #include "cli/cli.h"
 #include "cli/mpi_rank.h"
 #include "lib/elf.h"

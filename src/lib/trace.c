@@ -1,6 +1,8 @@
 /* A tracing session on one CPU (trace.h, docs/trace.md): setup and undo
  * with a journal and a guard process, binary reading through libtracefs,
- * events turned into struct trace_rec. */
+ * events turned into struct trace_rec.
+ * Longer than 500 lines on purpose: setup, undo and reading all work on
+ * struct trace_session, which stays private to this file. */
 #include "lib/trace.h"
 #include "lib/partition.h"
 #include "lib/util.h"

@@ -45,15 +45,21 @@ static inline long local_call(struct dt_thread *t, long nr, const long a[6])
 	return sys_call6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
+/* A forwarded call in flight whose wait a handler longjmp'd out of: the
+ * proxy is told to cancel it.  Below the waiting frame (stacks grow down) is
+ * a handler that runs on top of the wait; above it, code that left it. */
+static inline __attribute__((always_inline)) void forget_abandoned(struct dt_thread *t)
+{
+	if (t->depth > 0 && (uintptr_t)__builtin_frame_address(0) > t->wait_frame)
+		proxy_abandoned(t);
+}
+
 static inline long forward(struct dt_thread *t, long nr, const long a[6])
 {
 	/* A call made by a signal handler while our proxy is busy with the call
 	 * that handler interrupted: the proxy cannot take it, this thread can.
 	 * A watched thread (threads.c) has no proxy: its calls are its own. */
-	/* Below the waiting frame (stacks grow down) is a handler that runs on
-	 * top of the wait; above it, a handler that longjmp'd out of it. */
-	if (t->depth > 0 && (uintptr_t)__builtin_frame_address(0) > t->wait_frame)
-		proxy_abandoned(t);
+	forget_abandoned(t);
 	if (t->depth > 0 || t->observed)
 		return local_call(t, nr, a);
 	count(t, nr, &t->stats->forwarded);

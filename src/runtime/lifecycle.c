@@ -36,6 +36,7 @@ long do_exit_group(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 
 	(void)uc;
 	dt_exit_code = (int)a[0];
+	forget_abandoned(t);    /* a read left by siglongjmp must not keep the statistics unwritten */
 	if (t->observed) {
 		t->selector = 0;        /* libc may run here: let its calls through */
 		stats_finish();

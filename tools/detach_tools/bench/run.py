@@ -133,6 +133,12 @@ class Bench:
             return ok, f"{me.get('policy')} on CPUs {me.get('cpus_allowed')}"
         return True, f"{me.get('policy')} on CPUs {me.get('cpus_allowed')}"
 
+    def reap_registry(self):
+        """A detached program killed here cannot remove its registry file
+        (/dev/shm/detach/PID): `detach ps` removes the files of dead ones."""
+        subprocess.run([self.detach, "ps"], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, check=False)
+
     def run_cell(self, load, rep, prog, cfg, tmpdir, trace_off=False):
         cell = {"load": load.name, "rep": rep, "program": prog, "config": cfg,
                 "in_partition": False, "status": "ok"}
@@ -198,6 +204,7 @@ class Bench:
             stop.set()
             p.kill()
             so, _ = p.communicate()
+            self.reap_registry()
             cell.update(status="failed", reason="timed out")
             if tr:
                 tr.finish(False)
@@ -206,6 +213,7 @@ class Bench:
             stop.set()
             p.kill()
             p.wait()
+            self.reap_registry()
             if tr:
                 tr.finish(False)
             raise

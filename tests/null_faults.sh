@@ -28,6 +28,7 @@ gcc -O1 -o "$T_TMP/null" "$T_TMP/null.c" || t_fail "cannot build"
 out=$("$DETACH" run -c 1 -- "$T_TMP/null" 2>"$T_TMP/err"); rc=$?
 echo "default mode: exit $rc, output: $out"
 [ $rc = 139 ] || t_fail "default mode: exit $rc, want 139 (SIGSEGV): the NULL read did not fault"
+t_reap_registry   # killed by SIGSEGV: its registry file stays
 grep -qP '^Cpus_allowed_list:\t1$' <<<"$out" || t_fail "default mode: not detached on CPU 1: $out"
 
 if grep -qw ospke /proc/cpuinfo; then

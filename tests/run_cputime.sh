@@ -51,4 +51,5 @@ want=$(bash -c 'ulimit -St 5; ulimit -Ht 7; sh -c "ulimit -St; ulimit -Ht; exec 
 got=$(bash -c "ulimit -St 5; ulimit -Ht 7; $DETACH run -c 1 -- sh -c 'ulimit -St; ulimit -Ht; exec sh -c \"ulimit -St; ulimit -Ht\"'" 2>/dev/null)
 echo "limits read by the program: natively" $want, detached $got
 [ "$got" = "$want" ] || t_fail "the program reads its CPU limit as '$(echo $got)', natively '$(echo $want)'"
+t_reap_registry   # programs killed by RLIMIT_CPU keep their registry files
 t_done

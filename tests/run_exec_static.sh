@@ -20,4 +20,5 @@ done
 ! grep -q "statically linked" err || t_fail "a dynamic program reached through exec was called static"
 "$DETACH" run -c 1 -- sh -c 'exec ./no-such-static' 2>err
 ! grep -q "statically linked" err || t_fail "a failed exec was called static"
+t_reap_registry   # the image before a static one keeps its registry file
 t_done

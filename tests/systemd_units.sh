@@ -62,4 +62,5 @@ kill -TERM $pid; wait $pid; rc=$?
 [ $rc -eq 7 ] || t_fail "SIGTERM handler: exit $rc, want 7: $(cat "$E")"
 grep -qx stopping "$O" || t_fail "SIGTERM handler did not run: $(cat "$O")"
 echo "ok: SIGTERM runs the program's handler, exit status $rc"
+t_reap_registry   # services stopped by SIGTERM keep their registry files
 t_done

@@ -39,11 +39,9 @@ struct dt_config {
 	char home_tasks[512];
 };
 extern struct dt_config dt_cfg DT_HIDDEN;
-extern cpu_set_t dt_hk_mask DT_HIDDEN;
+extern cpu_set_t dt_hk_mask DT_HIDDEN;          /* read by the clone stub's child */
 /* rewrite mode is on: set once at start by rewrite.c (rewrite_init) */
-extern bool dt_rewrite_on DT_HIDDEN;          /* read by the clone stub's child */
-extern __thread struct dt_thread *dt_self DT_HIDDEN;
-extern struct dt_registry *dt_registry DT_HIDDEN;
+extern bool dt_rewrite_on DT_HIDDEN;
 
 /* The defaults both starts share (init.c, api.c). */
 void config_defaults(const cpu_set_t *cpus, const cpu_set_t *housekeeping) DT_HIDDEN;

@@ -30,6 +30,7 @@
  * limit back for real (cputime_child).  The counts and the limit travel
  * across execve in ENV_CPUTIME. */
 #include "runtime/cputime.h"
+#include "runtime/stats.h"
 #include "runtime/config.h"
 #include "runtime/env.h"
 #include "lib/contract.h"

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
+#include <sched.h>
 #include <time.h>
 
 /* Non-canonical: a `ret` there faults without touching memory. */
@@ -244,11 +245,50 @@ int remote_call(struct remote *r, uintptr_t fn, long a0, long a1, long a2, long 
 	return 0;
 }
 
+static long ms_since(const struct timespec *t0)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (now.tv_sec - t0->tv_sec) * 1000 + (now.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+/* The end of one single step, or -ETIMEDOUT after the deadline: a step
+ * onto a `syscall` that blocks (a restarted rt_sigtimedwait) ends only with
+ * the call; the thread is then interrupted (the call restarts when it is
+ * let go) and stopped. */
+static int wait_step(struct remote *r, const struct timespec *t0, int max_ms, int *sig)
+{
+	pid_t tid = r->tids[r->cur];
+	int st;
+
+	for (;;) {
+		pid_t got = waitpid(tid, &st, __WALL | WNOHANG);
+		if (got < 0)
+			return -errno;
+		if (got == tid) {
+			if (!WIFSTOPPED(st))
+				return -ESRCH;
+			*sig = st >> 16 == PTRACE_EVENT_STOP ? 0 : WSTOPSIG(st);
+			return 0;
+		}
+		if (ms_since(t0) > max_ms) {
+			int err;
+			if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) < 0)
+				return -errno;
+			if ((err = wait_stop(r, r->cur, false, sig)))
+				return err;
+			return -ETIMEDOUT;
+		}
+		sched_yield();
+	}
+}
+
 int remote_step_until(struct remote *r, bool (*out)(uintptr_t rip, void *arg), void *arg, int max_ms)
 {
 	pid_t tid = r->tids[r->cur];
 	struct user_regs_struct g;
-	struct timespec t0, now;
+	struct timespec t0;
 	int err, sig;
 
 	if ((err = remote_restore(r)))
@@ -259,13 +299,12 @@ int remote_step_until(struct remote *r, bool (*out)(uintptr_t rip, void *arg), v
 			return -errno;
 		if (out(g.rip, arg))
 			return save_regs(r);
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		if ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 > max_ms)
+		if (ms_since(&t0) > max_ms)
 			return save_regs(r) ? -ESRCH : -ETIMEDOUT;
 		if (ptrace(PTRACE_SINGLESTEP, tid, 0, 0) < 0)
 			return -errno;
-		if ((err = wait_stop(r, r->cur, true, &sig)))
-			return err;
+		if ((err = wait_step(r, &t0, max_ms, &sig)))
+			return err == -ETIMEDOUT && save_regs(r) ? -ESRCH : err;
 		if (sig && sig != SIGTRAP && !r->pending[r->cur])
 			r->pending[r->cur] = sig;     /* delivered at the release */
 	}

@@ -18,14 +18,10 @@ t_need_cpus 2
 t_need_root
 [ -e /dev/fuse ] || t_skip "no /dev/fuse (modprobe fuse)"
 command -v setpriv >/dev/null || t_skip "setpriv is not installed (make deps)"
-source "$(dirname "$0")/pid_common.bash"
+source "$(dirname "$0")/helpers/pid.bash"
 
 mnt=$T_TMP/ctl/files             # neither directory exists: both are made
-undo_all() {
-	"$DETACH" ctl --unmount "$mnt" >/dev/null 2>&1
-	rm -rf "$T_TMP"
-}
-trap undo_all EXIT
+T_CLEANUP='"$DETACH" ctl --unmount "$mnt" >/dev/null 2>&1'
 in_mounts() { awk -v m="$mnt" '$2 == m' /proc/mounts | grep -q .; }
 state() { awk -v m="$mnt" '$2 == m {print $1, $3}' /proc/mounts; ls -d "$T_TMP/ctl" 2>/dev/null; }
 log_file() { echo "/run/detach/ctl-$(echo "$mnt" | tr / %).log"; }
@@ -138,6 +134,7 @@ if command -v strace >/dev/null; then
 	kill $s 2>/dev/null; wait $s 2>/dev/null
 fi
 kill $w 2>/dev/null; wait $w 2>/dev/null
+t_reap_registry
 for why in "is not a number" "no process 999999999" "not dynamically linked" "already detached"; do
 	grep -q "$why" "$(log_file)" || t_fail "the log does not say '$why'"
 done

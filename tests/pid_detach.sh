@@ -15,7 +15,7 @@ t_need_cpus 2
 t_need_root
 command -v setpriv >/dev/null || t_skip "setpriv is not installed (make deps)"
 
-source "$(dirname "$0")/pid_common.bash"
+source "$(dirname "$0")/helpers/pid.bash"
 
 # --- a running writer, detached and attached again ----------------------------
 # SCHED_BATCH: detached it runs as SCHED_OTHER, attached again as before
@@ -33,8 +33,7 @@ echo "detached: main thread syscw $main_w1 -> $main_w2, proxy $proxy_w1 -> $prox
 [ "$main_w1" = "$main_w2" ] || t_fail "the detached thread still writes itself: syscw $main_w1 -> $main_w2"
 [ "$proxy_w2" -gt "$proxy_w1" ] || t_fail "the proxy did not write: syscw $proxy_w1 -> $proxy_w2"
 [ "$cpus" = 1 ] || t_fail "detached thread allowed on '$cpus', not 1"
-"$DETACH" pid -c 1 $p 2>"$T_TMP/again.err" && t_fail "a second detach pid was not refused"
-grep -q "already detached" "$T_TMP/again.err" || { t_fail "no 'already detached' message"; cat "$T_TMP/again.err" >&2; }
+t_refused --note "a second detach pid" 1 "already detached" "$DETACH" pid -c 1 $p
 "$DETACH" pid --attach $p || t_fail "detach pid --attach: exit $?"
 after=$(awk '/Cpus_allowed_list/ {print $2}' /proc/$p/status); policy_after=$(policy $p)
 echo "attached again: CPUs $after (before $before), policy $policy_after (before $policy_before), threads $(ls /proc/$p/task | wc -l)"
@@ -82,26 +81,17 @@ wait $p; rc=$?
 [ $rc = 0 ] && seq 0 199 | sed 's/^/line /' | cmp -s - "$T_TMP/exec.out" || t_fail "exec'd writer: exit $rc, output differs"
 
 # --- refusals: one error line and a NOTE, exit 1 ----------------------------------
-refused() {   # WHAT PATTERN CMD...
-	local what=$1 pat=$2; shift 2
-	"$@" >"$T_TMP/r.out" 2>"$T_TMP/r.err"; local rc=$?
-	if [ $rc != 1 ] || ! grep -q "^detach: error: .*$pat" "$T_TMP/r.err" || ! grep -q "^NOTE: " "$T_TMP/r.err"; then
-		t_fail "$what: exit $rc, $(head -2 "$T_TMP/r.err")"
-	else
-		echo "$what: refused: $(head -1 "$T_TMP/r.err")"
-	fi
-}
-refused "no such process" "no process" "$DETACH" pid 999999999
+t_refused --note "no such process" 1 "no process" "$DETACH" pid 999999999
 if [ -x "$T_TMP/static" ]; then
 	"$T_TMP/static" 300 >/dev/null & p=$!; sleep 0.1
-	refused "static" "not dynamically linked" "$DETACH" pid $p
+	t_refused --note "static" 1 "not dynamically linked" "$DETACH" pid $p
 	kill $p; wait $p 2>/dev/null
 fi
 if command -v strace >/dev/null; then
 	strace -o /dev/null "$T_TMP/writer" 300 >/dev/null & s=$!; sleep 0.3
 	p=$(pgrep -P $s writer || true)
 	[ -z "$p" ] && p=$(pgrep -n -f "$T_TMP/writer 300")
-	refused "traced" "being traced" "$DETACH" pid $p
+	t_refused --note "traced" 1 "being traced" "$DETACH" pid $p
 	kill $s 2>/dev/null; wait $s 2>/dev/null
 fi
 "$T_TMP/writer" 300 >/dev/null & p=$!; sleep 0.1
@@ -110,11 +100,11 @@ fi
 # its own whose /proc/sys/kernel holds ptrace_scope 3, the system's
 # settings untouched
 if command -v unshare >/dev/null; then
-	refused "ptrace_scope 3" "ptrace_scope is 3" unshare -m sh -c "mount -t tmpfs tmpfs /proc/sys/kernel &&
+	t_refused --note "ptrace_scope 3" 1 "ptrace_scope is 3" unshare -m sh -c "mount -t tmpfs tmpfs /proc/sys/kernel &&
 		mkdir /proc/sys/kernel/yama && echo 3 >/proc/sys/kernel/yama/ptrace_scope && exec '$DETACH' pid $p"
 fi
 pub=$(mktemp -d /tmp/detach-pub.XXXXXX); chmod 755 "$pub"; cp "$DETACH" "$pub/detach"
-refused "another user's" "CAP_SYS_PTRACE" setpriv --reuid=65534 --regid=65534 --clear-groups "$pub/detach" pid $p
+t_refused --note "another user's" 1 "CAP_SYS_PTRACE" setpriv --reuid=65534 --regid=65534 --clear-groups "$pub/detach" pid $p
 rm -rf "$pub"
 kill $p; wait $p 2>/dev/null
 t_done

@@ -200,6 +200,12 @@ $(BUILD)/tests/rtl_%: tests/rtl_%.c $(RTL_DEPS) $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(RTL_LIBS) -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
 
+# bench/evlat.c measures event response, detach-rtl's executive among the receivers.
+$(BUILD)/bench/evlat: bench/evlat.c $(RTL_DEPS) $(LIBUTIL)
+	$(call msg,CC,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIBUTIL) $(RTL_LIBS) -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
+
 # Installs what the tests and benchmarks need on a fresh Debian machine, once.
 deps:
 	$(Q)tools/install-deps.sh

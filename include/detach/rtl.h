@@ -130,6 +130,13 @@ int rtf_flush(unsigned int fifo);
  * there or gethrtime() >= deadline (-ETIMEDOUT; 0: no deadline). */
 int rtf_get_wait(unsigned int fifo, void *buf, int count, hrtime_t deadline);
 
+/* detach extension, a wait point: waits until the doorbell b rang (a
+ * dt_bell of detach.h, the stand-in for a device interrupt: RTLinux's RT
+ * threads waited for interrupts), or gethrtime() >= deadline (-ETIMEDOUT;
+ * 0: no deadline).  0 when it rang. */
+struct dt_bell;
+int rtl_bell_wait(struct dt_bell *b, hrtime_t deadline);
+
 /* ---- mbuff: named shared memory, the same region in every process ----- */
 void *mbuff_alloc(const char *name, int size);
 void mbuff_free(const char *name, void *mbuf);

@@ -24,7 +24,7 @@
 #define STACK_MIN (64u * 1024)
 #define STACK_MAX (1024u * 1024)
 
-enum state { T_READY, T_RUNNING, T_SLEEP, T_PERIOD, T_FIFO, T_SUSPENDED, T_JOIN, T_DONE };
+enum state { T_READY, T_RUNNING, T_SLEEP, T_PERIOD, T_FIFO, T_BELL, T_SUSPENDED, T_JOIN, T_DONE };
 
 struct rtl_thread {
 	void *sp;                        /* saved while switched out */
@@ -41,6 +41,7 @@ struct rtl_thread {
 	uint64_t ready_seq;              /* FIFO order within a priority */
 	uint64_t wake_at;                /* T_SLEEP, T_FIFO (0: no deadline) */
 	unsigned fifo;                   /* T_FIFO */
+	struct dt_bell *bell;            /* T_BELL */
 	struct rtl_thread *join_target;  /* T_JOIN */
 	bool timed_out;
 	/* periodic: the next release, the period (0: not periodic) */
@@ -403,6 +404,23 @@ int rtl_exec_wait_fifo(unsigned fifo, uint64_t deadline)
 	return t->timed_out ? -ETIMEDOUT : 0;
 }
 
+RTL_API int rtl_bell_wait(struct dt_bell *b, hrtime_t deadline)
+{
+	struct rtl_thread *t = on_exec ? current : NULL;
+
+	if (!t)
+		return -EPERM;
+	if (!b)
+		return -EINVAL;
+	if (!dt_bell_wait(b, 0))
+		return 0;
+	t->bell = b;
+	t->wake_at = deadline > 0 ? (uint64_t)deadline : 0;
+	t->timed_out = false;
+	block(t, T_BELL);
+	return t->timed_out ? -ETIMEDOUT : 0;
+}
+
 /* ---- the scheduler loop -------------------------------------------------- */
 
 /* Applies requests and time to a thread that is not running. */
@@ -450,6 +468,15 @@ static void update(struct rtl_thread *t, uint64_t now)
 		break;
 	case T_FIFO:
 		if (rtl_fifo_readable(t->fifo)) {
+			make_ready(t);
+		} else if (t->wake_at && now >= t->wake_at) {
+			t->timed_out = true;
+			make_ready(t);
+		}
+		break;
+	case T_BELL:
+		/* dt_bell_wait without a deadline: memory only */
+		if (!dt_bell_wait(t->bell, 0)) {
 			make_ready(t);
 		} else if (t->wake_at && now >= t->wake_at) {
 			t->timed_out = true;
@@ -532,6 +559,7 @@ int rtl_exec_start(int cpu)
 	struct timespec ms = { 0, 1000000 };
 	int st, err;
 
+	store_release(&exec_stop, 0);
 	if ((err = pthread_create(&exec_thread, NULL, exec_main, (void *)(intptr_t)cpu)))
 		return -err;
 	while (!(st = load_acquire(&exec_state)))

@@ -46,7 +46,9 @@ def parse(argv):
                    help="linux,linux-fifo,linux-fifo-isolated,detached,floor (default all)")
     p.add_argument("--program", default="all",
                    help="fwq,ctlloop,fwq-mpi (default all; fwq-mpi: 2 MPI ranks, docs/mpi.md), or chan alone: channels between a detached "
-                        "thread and Linux against a pipe, an eventfd and a cache line (docs/ipc.md)")
+                        "thread and Linux against a pipe, an eventfd and a cache line (docs/ipc.md), or evlat alone: "
+                        "event-response latency of detached, RT-task, executive and Linux receivers under cache "
+                        "flooding and syscall load (seed 003, docs/rtl.md)")
     p.add_argument("--samples", type=positive, help="samples per cell for both programs "
                    "(default 10000; --quick: fwq 300, ctlloop 1000)")
     p.add_argument("--repeat", type=positive, help="repetitions (default 2; --quick: 1)")
@@ -84,8 +86,9 @@ def parse(argv):
     a.cmdline = ["detach", "bench"] + argv
     a.loads = pick("load", a.load, L.LOADS)
     a.configs = pick("configuration", a.config, run.CONFIGS)
-    a.programs = ["chan"] if a.program == "chan" else pick("program", a.program, run.PROGRAMS)
+    a.programs = [a.program] if a.program in ("chan", "evlat") else pick("program", a.program, run.PROGRAMS)
     a.repeat_chan = a.repeat or (2 if a.quick else 5)
+    a.repeat_evlat = a.repeat or (1 if a.quick else 3)
     a.samples_fwq = a.samples or (300 if a.quick else 10000)
     a.samples_ctl = a.samples or (1000 if a.quick else 10000)
     a.repeat = a.repeat or (1 if a.quick else 2)
@@ -170,6 +173,9 @@ def main(argv=None):
         if a.programs == ["chan"]:
             from . import chan
             return chan.run(a)
+        if a.programs == ["evlat"]:
+            from . import evlat
+            return evlat.run(a)
         return run.Bench(a, root).run()
     except BenchError as e:
         err(str(e), e.note)

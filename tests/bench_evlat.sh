@@ -1,0 +1,29 @@
+# Description: `detach bench --program evlat --quick` end to end: every
+# receiver (same, process, executive, futex, eventfd) answered events under
+# every load (idle, flood, syscalls), the JSON has the percentiles and every
+# sample, evlat.md has the table and the ratios.  Figures are not judged.
+# Timeout: 120
+. "$(dirname "$0")/lib.sh"
+t_need_cpus 2
+out=$T_TMP/evlat
+"$DETACH" bench --program evlat --quick --no-plots --no-print --out "$out" >"$T_TMP/log" 2>&1; rc=$?
+[ $rc -eq 0 ] || { tail -20 "$T_TMP/log"; t_fail "detach bench --program evlat --quick: exit $rc"; t_done; }
+python3 - "$out/evlat.json" <<'PY' || t_fail "evlat.json incomplete"
+import json, sys
+d = json.load(open(sys.argv[1]))
+bad = []
+for load in ("idle", "flood", "syscalls"):
+    for r in ("same", "process", "executive", "futex", "eventfd"):
+        c = d["cells"][load][r]
+        if c["events"] + c["missed"] != 15 or c["events"] < 10 or len(c["samples_ns"]) != c["events"] \
+           or not (0 < c["p50"] <= c["p99"] <= c["p99.9"] <= c["max"]):
+            bad.append(f"{load}/{r}: {c['events']} events, {c['missed']} missed")
+        else:
+            print(f"{load}/{r}: {c['events']} events, p50 {c['p50']} ns, max {c['max']} ns")
+if not d["executive_switch_ns"] > 0:
+    bad.append("no executive switch cost")
+print("\n".join(bad))
+sys.exit(1 if bad else 0)
+PY
+grep -q "process / same (address spaces)" "$out/evlat.md" || t_fail "evlat.md has no ratio table"
+t_done

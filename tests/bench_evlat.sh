@@ -3,7 +3,7 @@
 # every load (idle, flood, syscalls), the JSON has the percentiles and every
 # sample, evlat.md has the table and the ratios.  Figures are not judged.
 # Timeout: 120
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/helpers/lib.sh"
 t_need_cpus 2
 out=$T_TMP/evlat
 "$DETACH" bench --program evlat --quick --no-plots --no-print --out "$out" >"$T_TMP/log" 2>&1; rc=$?

@@ -361,11 +361,28 @@ struct cell {
 };
 static struct cell cells[NLOAD][NRECV];
 
+/* A block's events, the receiver ready; under `flood` the flooders run
+ * meanwhile. */
+static void events(enum load l, enum recv r, struct dt_bell *b, struct cell *c)
+{
+	uint64_t cy;
+
+	if (l == L_FLOOD)
+		flood_on();
+	for (uint64_t i = 0; i < o.events; i++) {
+		if (ring(r, b, &cy))
+			c->missed++;
+		else
+			c->cycles[c->n++] = cy;
+	}
+	if (l == L_FLOOD)
+		flood_off();
+}
+
 static int run_block(enum load l, enum recv r, struct dt_bell *b, pid_t child)
 {
 	struct cell *c = &cells[l][r];
 	pthread_t th;
-	uint64_t cy;
 	int err = 0;
 	(void)child;
 
@@ -394,16 +411,7 @@ static int run_block(enum load l, enum recv r, struct dt_bell *b, pid_t child)
 			return err;
 		rtl_pthread_create(&t, &a, exec_receiver, eb);
 		C->ready = 1;
-		if (l == L_FLOOD)
-			flood_on();
-		for (uint64_t i = 0; i < o.events; i++) {
-			if (ring(r, b, &cy))
-				c->missed++;
-			else
-				c->cycles[c->n++] = cy;
-		}
-		if (l == L_FLOOD)
-			flood_off();
+		events(l, r, b, c);
 		pthread_delete_np(t);
 		rtl_exec_stop();
 		dt_bell_close(eb);
@@ -425,16 +433,7 @@ static int run_block(enum load l, enum recv r, struct dt_bell *b, pid_t child)
 			pthread_join(th, NULL);
 		return -EBUSY;
 	}
-	if (l == L_FLOOD)
-		flood_on();
-	for (uint64_t i = 0; i < o.events; i++) {
-		if (ring(r, b, &cy))
-			c->missed++;
-		else
-			c->cycles[c->n++] = cy;
-	}
-	if (l == L_FLOOD)
-		flood_off();
+	events(l, r, b, c);
 	__atomic_store_n(&C->run, 0, __ATOMIC_RELEASE);
 	if (r == R_PROCESS) {
 		while (!__atomic_load_n(&C->done, __ATOMIC_ACQUIRE))

@@ -25,7 +25,10 @@
  * other, cycles per switch.
  *
  *   evlat [-c CPU] [-H CPU] [-n EVENTS] [-r ROUNDS] [-l LOADS] [-R RECEIVERS] -j FILE
- *   evlat --child ...   (internal: the `process` receiver) */
+ *   evlat --child ...   (internal: the `process` receiver)
+ *
+ * Longer than 500 lines: one program per study, as bench/chan.c, so that
+ * receivers, loads and the interleaving of blocks stay in one place. */
 #include "lib/bench.h"
 #include "lib/partition.h"
 #include "lib/stats.h"

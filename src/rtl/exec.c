@@ -13,7 +13,11 @@
  *
  * Other threads (init_module on the main thread, the FUSE server) only
  * publish: a new thread's slot, request counters.  Only the executive
- * changes a thread's state, so no lock is needed. */
+ * changes a thread's state, so no lock is needed.
+ *
+ * Longer than 500 lines: the thread calls and the scheduler loop share
+ * struct rtl_thread's private fields, which stay in this one file rather
+ * than in a header every part of the library sees. */
 #include "rtl/rtl_int.h"
 
 #include <stddef.h>

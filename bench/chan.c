@@ -40,6 +40,7 @@ static const char *const tput_name[NTPUT] = { "chan detached->linux", "chan linu
 
 static struct {
 	int cpu, hk;
+	cpu_set_t home;                 /* the affinity we started with */
 	uint64_t samples, rounds, msgs;
 	const char *json;
 } o = { .cpu = -1, .hk = -1, .samples = 20000, .rounds = 5, .msgs = 2000000 };
@@ -189,6 +190,10 @@ static uint64_t run_one(enum cfg cfg, bool tput, bool far_sends, uint64_t n, uin
 	pthread_create(&far, NULL, far_side, NULL);
 	while (!L.far_ready)
 		cpu_relax();
+	/* a run of a Linux configuration pinned this thread to o.cpu: the
+	 * runtime takes its housekeeping CPUs from the affinity dt_detach finds */
+	if (detached && sched_setaffinity(0, sizeof(o.home), &o.home))
+		die("sched_setaffinity", errno);
 	if (detached && (err = dt_detach(o.cpu)))
 		die("dt_detach", -err);
 	if (!detached)
@@ -260,6 +265,8 @@ int main(int argc, char **argv)
 		usage(2);
 	cpu_set_t online;
 	cpus_online(&online);
+	if (sched_getaffinity(0, sizeof(o.home), &o.home))
+		die("sched_getaffinity", errno);
 	if (CPU_COUNT(&online) < 2) {
 		fprintf(stderr, "chan: error: needs 2 CPUs\n");
 		return 1;

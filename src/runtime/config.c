@@ -35,36 +35,35 @@ void dt_say(const char *msg, size_t len)
 	sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, 8);
 }
 
-/* "detach: warning: ..." and a newline, through dt_say. */
-void dt_warn(const char *fmt, ...)
+/* "detach: KIND: ..." and a newline, through dt_say. */
+static void say(const char *kind, const char *fmt, va_list ap)
 {
 	char buf[1024];
-	va_list ap;
-	int n = snprintf(buf, sizeof(buf), "detach: warning: ");
+	int n = snprintf(buf, sizeof(buf), "detach: %s: ", kind);
 
-	va_start(ap, fmt);
 	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n, fmt, ap);
-	va_end(ap);
 	if (n > (int)sizeof(buf) - 2)
 		n = (int)sizeof(buf) - 2;
 	buf[n++] = '\n';
 	dt_say(buf, (size_t)n);
 }
 
+void dt_warn(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	say("warning", fmt, ap);
+	va_end(ap);
+}
+
 void dt_die(const char *fmt, ...)
 {
-	char buf[512];
 	va_list ap;
-	int n;
 
-	n = snprintf(buf, sizeof(buf), "detach: error: ");
 	va_start(ap, fmt);
-	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n, fmt, ap);
+	say("error", fmt, ap);
 	va_end(ap);
-	if (n > (int)sizeof(buf) - 2)
-		n = (int)sizeof(buf) - 2;
-	buf[n++] = '\n';
-	dt_say(buf, (size_t)n);
 	sys_call1(SYS_exit_group, 1);
 	__builtin_unreachable();
 }

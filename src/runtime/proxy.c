@@ -258,6 +258,10 @@ static void *proxy_main(void *arg)
 	sigfillset(&mask);
 	sigdelset(&mask, SIGSYS);
 	sigdelset(&mask, SIGSETXID);
+	/* it runs glibc's system call sites too (nanosleep, adaptive): one
+	 * being rewritten holds an int3, which kills a thread that blocks
+	 * SIGTRAP (rewrite.c, dispatch.h: kept_open) */
+	sigdelset(&mask, SIGTRAP);
 	pthread_sigmask(SIG_SETMASK, &mask, NULL);
 	prctl(PR_SET_NAME, "detach-proxy");
 	prctl(PR_SET_TIMERSLACK, 1);       /* adaptive polls: no 50 us slack */

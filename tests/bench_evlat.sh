@@ -1,12 +1,15 @@
 # Description: `detach bench --program evlat --quick` end to end: every
 # receiver (same, process, executive, futex, eventfd) answered events under
 # every load (idle, flood, syscalls), the JSON has the percentiles and every
-# sample, evlat.md has the table and the ratios.  Figures are not judged.
+# sample, evlat.md has the table and the ratios.  Figures are not judged, so
+# no partition (--no-isolate): with it the test took 6 s, then 66 s, 104 s and
+# once over 120 s on a busy machine (threads moved into a partition wait for
+# RCU grace periods: the likely cause, not proven); without it 6 s.
 # Timeout: 120
 . "$(dirname "$0")/helpers/lib.sh"
 t_need_cpus 2
 out=$T_TMP/evlat
-"$DETACH" bench --program evlat --quick --no-plots --no-print --out "$out" >"$T_TMP/log" 2>&1; rc=$?
+"$DETACH" bench --program evlat --quick --no-isolate --no-plots --no-print --out "$out" >"$T_TMP/log" 2>&1; rc=$?
 [ $rc -eq 0 ] || { tail -20 "$T_TMP/log"; t_fail "detach bench --program evlat --quick: exit $rc"; t_done; }
 python3 - "$out/evlat.json" <<'PY' || t_fail "evlat.json incomplete"
 import json, sys

@@ -187,7 +187,6 @@ long do_sigaltstack(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 		t->app_ss = want;
 		t->app_ss_lo = mode == SS_DISABLE ? 0 : (uintptr_t)want.ss_sp;
 		t->app_ss_hi = mode == SS_DISABLE ? 0 : (uintptr_t)want.ss_sp + want.ss_size;
-		{ char m[128]; int n = snprintf(m, sizeof m, "DBG set sp %lx uc_stack %lx size %lx flags %x ucflags %lx\n", (long)sp, (long)uc->uc_stack.ss_sp, (long)uc->uc_stack.ss_size, uc->uc_stack.ss_flags, (long)uc->uc_flags); sys_call3(SYS_write, 2, (long)m, n); }
 	}
 	if (oss)
 		*oss = old;

@@ -75,7 +75,8 @@ seq 0 299 | sed 's/^/line /' | cmp -s - "$T_TMP/out" || t_fail "output differs f
 [ -e "$mnt/$p" ] && t_fail "$mnt/$p still there after the program ended"
 
 # --- another process, detached and attached through the files -------------------
-"$T_TMP/writer" 300 >/dev/null & w=$!
+# long enough (20 s) for every step below on a loaded machine: killed at the end
+"$T_TMP/writer" 4000 >/dev/null & w=$!
 sleep 0.2
 before=$(awk '/Cpus_allowed_list/ {print $2}' /proc/$w/status)
 echo $w >"$mnt/detach" || t_fail "echo $w > detach: exit $?"

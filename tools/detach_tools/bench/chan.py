@@ -7,7 +7,7 @@ import os
 import subprocess
 
 from .. import paths
-from .util import BenchError
+from .util import BenchError, measurement_program
 
 DIRS = ("detached_to_linux", "linux_to_detached", "round_trip")
 
@@ -54,9 +54,7 @@ def summary(doc):
 
 
 def run(a):
-    prog = paths.program("chan")
-    if not os.access(prog, os.X_OK):
-        raise BenchError(f"the measurement program {prog} is missing", "run 'make' first")
+    prog = measurement_program("chan")
     os.makedirs(a.out, exist_ok=True)
     out_json = os.path.join(a.out, "chan.json")
     rc = subprocess.run(command(a, out_json)).returncode

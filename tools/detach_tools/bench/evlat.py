@@ -11,7 +11,7 @@ import subprocess
 
 from .. import paths
 from . import system
-from .util import BenchError
+from .util import BenchError, measurement_program
 
 RECEIVERS = ("same", "process", "executive", "futex", "eventfd")
 WHAT = {"same": "detached thread, ringer's process",
@@ -103,9 +103,7 @@ def plots(doc, outdir):
 
 
 def run(a):
-    prog = paths.program("evlat")
-    if not os.access(prog, os.X_OK):
-        raise BenchError(f"the measurement program {prog} is missing", "run 'make' first")
+    prog = measurement_program("evlat")
     os.makedirs(a.out, exist_ok=True)
     out_json = os.path.join(a.out, "evlat.json")
     cpu = a.cpu if a.cpu is not None else max(os.sched_getaffinity(0))

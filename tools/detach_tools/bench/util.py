@@ -2,6 +2,7 @@
 import os
 import sys
 
+from .. import paths
 from ..cpus import format_cpulist, online_cpus, parse_cpulist  # noqa: F401 (the bench's names)
 from ..partition import read  # noqa: F401
 
@@ -12,6 +13,14 @@ class BenchError(Exception):
     def __init__(self, msg, note=None):
         super().__init__(msg)
         self.note = note
+
+
+def measurement_program(name):
+    """bench/NAME.c as built (paths.program); BenchError when it is not."""
+    prog = paths.program(name)
+    if not os.access(prog, os.X_OK):
+        raise BenchError(f"the measurement program {prog} is missing", "run 'make' first")
+    return prog
 
 
 def err(msg, note=None):

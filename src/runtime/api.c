@@ -87,8 +87,8 @@ DT_API uint64_t dt_cycles(void)
 static struct tsc_clock api_clock;
 
 /* Calibrated on first use, spinning (a detached thread makes no call for
- * it); published by its hz, stored last (release), so
- * that another thread never reads a base or factor half written. */
+ * it); published by its hz, stored last (release), so that another thread
+ * never reads a base or factor half written. */
 static const struct tsc_clock *clock_ready(void)
 {
 	struct tsc_clock c;

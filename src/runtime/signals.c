@@ -1,6 +1,7 @@
 /* A detached thread's signal state: its handlers' returns, actions (SIGSYS
  * is the runtime's), mask, alternate stack, and signals it sends itself. */
 #include "runtime/signals.h"
+#include "runtime/stack.h"
 #include "runtime/config.h"
 #include "runtime/sud.h"
 
@@ -168,9 +169,7 @@ long do_sigaltstack(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 			return -EPERM;
 		if (mode != 0 && mode != SS_ONSTACK && mode != SS_DISABLE)
 			return -EINVAL;
-		if (mode == SS_DISABLE) {
-			want = (stack_t){ .ss_sp = NULL, .ss_size = 0, .ss_flags = SS_DISABLE };
-		} else {
+		if (mode != SS_DISABLE) {
 			if (want.ss_size < 2048)      /* the kernel's MINSIGSTKSZ */
 				return -ENOMEM;
 			want.ss_flags &= SS_AUTODISARM;
@@ -184,9 +183,7 @@ long do_sigaltstack(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 		 * mask); blocked before the change becomes visible. */
 		uint64_t all = ~0ull;
 		sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &all, NULL, 8);
-		t->app_ss = want;
-		t->app_ss_lo = mode == SS_DISABLE ? 0 : (uintptr_t)want.ss_sp;
-		t->app_ss_hi = mode == SS_DISABLE ? 0 : (uintptr_t)want.ss_sp + want.ss_size;
+		stack_set_program(t, &want);
 	}
 	if (oss)
 		*oss = old;

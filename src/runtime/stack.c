@@ -136,6 +136,22 @@ void stack_on_return(const struct dt_thread *t, ucontext_t *uc)
 	stack_real(t, &uc->uc_stack);
 }
 
+/* The program's alternate stack as it set it (SS_DISABLE: none), what
+ * sigaltstack reports, and its range, which the trampoline compares rsp
+ * with (app_ss_lo, app_ss_hi). */
+void stack_set_program(struct dt_thread *t, const stack_t *ss)
+{
+	if (ss->ss_flags & SS_DISABLE) {
+		t->app_ss = (stack_t){ .ss_sp = NULL, .ss_size = 0, .ss_flags = SS_DISABLE };
+		t->app_ss_lo = t->app_ss_hi = 0;
+		return;
+	}
+	t->app_ss = *ss;
+	t->app_ss.ss_flags &= ~SS_ONSTACK;
+	t->app_ss_lo = (uintptr_t)ss->ss_sp;
+	t->app_ss_hi = (uintptr_t)ss->ss_sp + ss->ss_size;
+}
+
 /* The thread starts taking traps: the program's alternate stack, if it set
  * one, is kept as the program's, and stack_real() is installed. */
 void stack_arm(struct dt_thread *t)
@@ -143,15 +159,9 @@ void stack_arm(struct dt_thread *t)
 	stack_t cur, real;
 
 	sys_call2(SYS_sigaltstack, NULL, &cur);
-	if (!(cur.ss_flags & SS_DISABLE) && (uintptr_t)cur.ss_sp != t->stack_lo) {
-		t->app_ss = cur;
-		t->app_ss.ss_flags &= ~SS_ONSTACK;
-		t->app_ss_lo = (uintptr_t)cur.ss_sp;
-		t->app_ss_hi = (uintptr_t)cur.ss_sp + cur.ss_size;
-	} else {
-		t->app_ss = (stack_t){ .ss_sp = NULL, .ss_size = 0, .ss_flags = SS_DISABLE };
-		t->app_ss_lo = t->app_ss_hi = 0;
-	}
+	if ((uintptr_t)cur.ss_sp == t->stack_lo)
+		cur.ss_flags = SS_DISABLE;      /* ours: the program has none */
+	stack_set_program(t, &cur);
 	stack_real(t, &real);
 	sys_call2(SYS_sigaltstack, &real, NULL);
 }

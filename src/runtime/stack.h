@@ -10,6 +10,7 @@
 
 void stack_give(struct dt_thread *t) DT_HIDDEN;
 void stack_return(struct dt_thread *t) DT_HIDDEN;
+void stack_set_program(struct dt_thread *t, const stack_t *ss) DT_HIDDEN;
 void stack_arm(struct dt_thread *t) DT_HIDDEN;
 void stack_disarm(struct dt_thread *t) DT_HIDDEN;
 void stack_real(const struct dt_thread *t, stack_t *real) DT_HIDDEN;

@@ -24,6 +24,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define TRACEFS_PATH     "/sys/kernel/tracing"
@@ -77,13 +78,33 @@ static int journal_add(struct trace_session *s, const char *kind, const char *pa
 	return err;
 }
 
-/* Undoes a journal's lines, last first, and removes it.  Idempotent: the
- * guard and a later session may both replay a dead owner's journal.  Uses
- * system calls only, so the guard can run it after fork. */
+/* rmdir or umount that waits out EBUSY: a dead owner's trace buffers stay
+ * open until its exit has closed every file, and the guard wakes at the
+ * first (its pipe), so the instance can still be busy for a moment.
+ * Already gone (ENOENT, or EINVAL: not mounted) counts as done. */
+static bool undo_with_patience(bool is_mount, const char *path)
+{
+	for (int i = 0; i < 500; i++) {         /* 5 s at most */
+		int rc = is_mount ? umount2(path, 0) : rmdir(path);
+		if (rc == 0 || errno == ENOENT || (is_mount && errno == EINVAL))
+			return true;
+		if (errno != EBUSY)
+			return false;
+		nanosleep(&(struct timespec){ .tv_nsec = 10 * 1000 * 1000 }, NULL);
+	}
+	return false;
+}
+
+/* Undoes a journal's lines, last first, and removes it once all is undone
+ * (what could not be undone stays journaled for the next session's
+ * trace_cleanup_stale).  Idempotent: the guard and a later session may both
+ * replay a dead owner's journal.  Uses system calls only, so the guard can
+ * run it after fork. */
 static void journal_replay(const char *path)
 {
 	char buf[4096], *lines[32], *p;
 	int fd, n = 0;
+	bool all_undone = true;
 	ssize_t len;
 
 	fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -111,12 +132,13 @@ static void journal_replay(const char *path)
 				if (write(fd, "0", 1) < 0) { /* removal below still tried */ }
 				close(fd);
 			}
-			rmdir(lines[n] + 9);
+			all_undone &= undo_with_patience(false, lines[n] + 9);
 		} else if (!strncmp(lines[n], "mount ", 6)) {
-			umount2(lines[n] + 6, 0);
+			all_undone &= undo_with_patience(true, lines[n] + 6);
 		}
 	}
-	unlink(path);
+	if (all_undone)
+		unlink(path);
 }
 
 /* A zombie is dead too: an owner nobody reaps (its parent gone, a PID 1

@@ -32,7 +32,11 @@ t_fails=0
 STATE=$ISOLATE_STATE
 
 t_fail() { echo "FAIL: $*" >&2; t_fails=$((t_fails + 1)); }
-t_skip() { echo "$*"; exit 77; }
+# A skip after a failed check is a failure: the failure must not be hidden.
+t_skip() {
+	if [ $t_fails -gt 0 ]; then echo "$t_fails check(s) failed, then: $*" >&2; exit 1; fi
+	echo "$*"; exit 77
+}
 t_done() {
 	if [ $t_fails -eq 0 ]; then echo "${1:-all checks passed}"; exit 0; fi
 	echo "$t_fails check(s) failed" >&2; exit 1

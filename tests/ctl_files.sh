@@ -16,7 +16,7 @@
 source "$(dirname "$0")/helpers/lib.sh"
 t_need_cpus 2
 t_need_root
-[ -e /dev/fuse ] || t_skip "no /dev/fuse (modprobe fuse)"
+t_need_fuse
 command -v setpriv >/dev/null || t_skip "setpriv is not installed (make deps)"
 source "$(dirname "$0")/helpers/pid.bash"
 

@@ -4,6 +4,8 @@
 # the peer reads consistent; the last mbuff_free removes the name.
 . "$(dirname "$0")/helpers/lib.sh"
 t_need_cpus 2
+t_need_fuse
+t_need_fuse
 rt=$BUILD/examples/rtl/mbuff_rt peer=$BUILD/examples/rtl/mbuff_peer
 [ -x "$rt" ] && [ -x "$peer" ] || { t_fail "examples/rtl/mbuff_rt or mbuff_peer not built"; t_done; }
 shm=/dev/shm/detach/ipc/mbuff.rtl_demo.shm

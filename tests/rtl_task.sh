@@ -9,6 +9,8 @@
 # Timeout: 120
 . "$(dirname "$0")/helpers/lib.sh"
 t_need_cpus 2
+t_need_fuse
+t_need_fuse
 frank=$BUILD/examples/rtl/frank
 echo_task=$BUILD/tests/rtl/echo_task
 [ -x "$frank" ] && [ -x "$echo_task" ] || { t_fail "examples/rtl/frank or tests/rtl/echo_task not built"; t_done; }

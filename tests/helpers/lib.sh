@@ -3,7 +3,9 @@
 #   t_fail MSG           a failed check (the test goes on; t_done counts)
 #   t_skip WHY           skip the test now
 #   t_done [MSG]         the end: exit 0 (printing MSG) or 1
-#   t_need_cpus N, t_need_root, t_need_isolation (root, CPU 1, cpusets, the
+#   t_need_cpus N, t_need_root, t_need_fuse (/dev/fuse opens: detach ctl's
+#                        files, detach-rtl's /dev/rtfN),
+#                        t_need_isolation (root, CPU 1, cpusets, the
 #                        isolate tests' lock, the machine not isolated; and
 #                        `detach isolate --undo` at exit)
 #   t_check WHAT WANT CMD...          CMD exits WANT
@@ -43,6 +45,10 @@ t_done() {
 }
 t_need_cpus() { [ "$(nproc --all)" -ge "$1" ] || t_skip "needs $1 CPUs"; }
 t_need_root() { [ "$(id -u)" -eq 0 ] || t_skip "needs root"; }
+t_need_fuse() {
+	{ : <>/dev/fuse; } 2>/dev/null ||
+		t_skip "no usable /dev/fuse (modprobe fuse; in a container: --device /dev/fuse)"
+}
 
 # t_check WHAT WANT CMD...: CMD's exit status is WANT (its output shown if not).
 t_check() {

@@ -4,6 +4,8 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #define T_SKIP 77
 
@@ -26,6 +28,18 @@ static int t_failures;
 		fprintf(stderr, "%d check(s) failed before the skip\n", t_failures); \
 	exit(t_failures ? 1 : T_SKIP);                                   \
 } while (0)
+
+/* Skips when /dev/fuse does not open: detach ctl's files and detach-rtl's
+ * /dev/rtfN are FUSE file systems.  An RTLinux test calls it from a
+ * constructor, before the library's main() tries to mount. */
+static inline void t_need_fuse(void)
+{
+	int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+
+	if (fd < 0)
+		t_skip("no usable /dev/fuse (modprobe fuse; in a container: --device /dev/fuse)");
+	close(fd);
+}
 
 static inline int t_done(void)
 {

@@ -119,14 +119,15 @@ int rtf_create(unsigned int fifo, int size);
 int rtf_destroy(unsigned int fifo);
 /* count bytes, all or nothing: count, or -ENOSPC (no room), -EINVAL. */
 int rtf_put(unsigned int fifo, void *buf, int count);
-/* What is there, up to count: the bytes copied (0: empty), or -EINVAL. */
+/* What is there, up to count: the bytes copied (0: empty), or -EINVAL.
+ * Never waits, as in RTLinux (rtf_get_wait below is the waiting one). */
 int rtf_get(unsigned int fifo, void *buf, int count);
 /* The handler runs on the executive, before any RT thread, after a Linux
  * process wrote to the FIFO. */
 int rtf_create_handler(unsigned int fifo, int (*handler)(unsigned int fifo));
 int rtf_create_rt_handler(unsigned int fifo, int (*handler)(unsigned int fifo));
 int rtf_flush(unsigned int fifo);
-/* detach extension, a wait point: as rtf_get, but waits until a byte is
+/* detach extension (not in RTLinux), a wait point: as rtf_get, but waits until a byte is
  * there or gethrtime() >= deadline (-ETIMEDOUT; 0: no deadline). */
 int rtf_get_wait(unsigned int fifo, void *buf, int count, hrtime_t deadline);
 

@@ -6,6 +6,13 @@
  * forwarded one; detach-fwdcost (tools/detach_tools/fwdcost.py) runs the
  * configurations interleaved.
  *
+ * gettid and plaincall: the cost of reaching the runtime.  gettid is glibc's
+ * wrapper (its own `syscall` site), which the runtime answers without the
+ * kernel (an emulated call); plaincall is a function of the same shape, a
+ * call through a pointer that returns a number kept in memory.  Their
+ * difference is what interception adds to a call that does nothing.  Both
+ * are short: a sample times BATCH calls.
+ *
  * --mailbox CPU: the floor of any forwarding design.  No interception: each
  * call is handed to a thread spinning on CPU over the runtime's own mailbox
  * (struct mailbox, the same cache-line layout), which runs it and replies;
@@ -26,7 +33,19 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-struct result { const char *name; uint64_t *cycles; };
+/* calls_per_sample: one TSC sample times that many calls back to back (the
+ * TSC of a VM may tick in steps of 10 ns, as long as a short call) */
+struct result { const char *name; unsigned calls_per_sample; uint64_t *cycles; };
+
+/* plaincall: what gettid would be without the kernel or the runtime.  The
+ * pointer is volatile so that the call stays a call (glibc's gettid is
+ * reached through the PLT, an indirect jump). */
+static pid_t cached_tid;
+static __attribute__((noinline)) pid_t plain_gettid(void)
+{
+	return *(volatile pid_t *)&cached_tid;
+}
+static pid_t (*volatile plaincall)(void) = plain_gettid;
 
 /* ---- --mailbox: a bare request/reply, no interception -------------------- */
 static struct mailbox mb;
@@ -80,17 +99,31 @@ static void start_server(void)
 	pthread_attr_destroy(&attr);
 }
 
-static void measure(struct result *r, size_t n, int fd, const char *buf)
-{
-	bool is_write = !strcmp(r->name, "write4k");
+enum { GETPPID, WRITE4K, GETTID, PLAINCALL, NCALLS };
+#define BATCH 16
 
+static void measure(struct result *r, int which, size_t n, int fd, const char *buf)
+{
 	for (size_t i = 0; i < n + n / 10; i++) {       /* first tenth: warm-up */
 		uint64_t t0 = rdtscp(), t1;
-		if (is_write) {
+		switch (which) {
+		case GETPPID:
+			call(SYS_getppid, 0, 0, 0);
+			break;
+		case WRITE4K:
 			if (call(SYS_write, fd, (long)buf, 4096) != 4096)
 				abort();
-		} else {
-			call(SYS_getppid, 0, 0, 0);
+			break;
+		case GETTID:                    /* never through the mailbox */
+			for (int k = 0; k < BATCH; k++)
+				if (gettid() != cached_tid)
+					abort();
+			break;
+		case PLAINCALL:
+			for (int k = 0; k < BATCH; k++)
+				if (plaincall() != cached_tid)
+					abort();
+			break;
 		}
 		t1 = rdtscp();
 		if (i >= n / 10)
@@ -106,11 +139,12 @@ static void summary(struct json *j, const struct result *r, size_t n, const stru
 
 	memcpy(s, r->cycles, n * sizeof(*s));
 	stats_sort_u64(s, n);
-	printf("%-8s", r->name);
+	printf("%-9s", r->name);
 	json_object_begin(j, r->name);
+	json_uint(j, "calls_per_sample", r->calls_per_sample);
 	for (int k = 0; k < 4; k++) {
-		double ns = (double)tsc_cycles_to_ns(c, stats_pct_sorted_u64(s, n, pct[k]));
-		printf("  %s %9.0f", key[k], ns);
+		double ns = (double)tsc_cycles_to_ns(c, stats_pct_sorted_u64(s, n, pct[k])) / r->calls_per_sample;
+		printf("  %s %9.1f", key[k], ns);
 		json_double(j, key[k], ns);
 	}
 	json_array_begin(j, "cycles");
@@ -134,7 +168,10 @@ int main(int argc, char **argv)
 	};
 	struct run_header h;
 	struct tsc_clock clk;
-	struct result res[2] = { { "getppid", NULL }, { "write4k", NULL } };
+	struct result res[NCALLS] = {
+		[GETPPID] = { "getppid", 1, NULL }, [WRITE4K] = { "write4k", 1, NULL },
+		[GETTID] = { "gettid", BATCH, NULL }, [PLAINCALL] = { "plaincall", BATCH, NULL },
+	};
 	const char *json_path = NULL;
 	size_t n = 100000;
 	int c, cpu = -1, fd;
@@ -149,9 +186,11 @@ int main(int argc, char **argv)
 		case 'j': json_path = optarg; break;
 		case 'h':
 			printf("usage: fwdcost [-n SAMPLES] [-c CPU] [--mailbox CPU] [--json FILE]\n"
-			       "Times getppid and a 4 KiB write to /dev/null, one TSC sample per call.\n"
-			       "--mailbox CPU: each call runs on a thread spinning on CPU, handed over\n"
-			       "through the runtime's mailbox layout (the floor of forwarding).\n");
+			       "Times getppid and a 4 KiB write to /dev/null, one TSC sample per call;\n"
+			       "then gettid and a plain function call of the same shape (the cost of\n"
+			       "reaching an emulated call), 16 calls a sample.\n"
+			       "--mailbox CPU: getppid and write run on a thread spinning on CPU, handed\n"
+			       "over through the runtime's mailbox layout (the floor of forwarding).\n");
 			return 0;
 		default:
 			return 2;
@@ -178,11 +217,12 @@ int main(int argc, char **argv)
 	if (server_cpu >= 0)
 		start_server();
 	fd = open("/dev/null", O_WRONLY);
-	for (int i = 0; i < 2; i++) {
+	cached_tid = gettid();
+	for (int i = 0; i < NCALLS; i++) {
 		res[i].cycles = calloc(n, sizeof(uint64_t));
 		if (!res[i].cycles)
 			return 1;
-		measure(&res[i], n, fd, buf);
+		measure(&res[i], i, n, fd, buf);
 	}
 	close(fd);
 
@@ -196,7 +236,7 @@ int main(int argc, char **argv)
 	json_object_begin(&j, NULL);
 	json_common_header(&j, &h, 0);
 	json_uint(&j, "samples", n);
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < NCALLS; i++)
 		summary(&j, &res[i], n, &clk);
 	json_object_end(&j);
 	if (f)

@@ -2,8 +2,10 @@
 any forwarding design: the same call handed to a thread on another CPU over
 the runtime's mailbox layout, no interception) and detached (spin and
 adaptive proxy), interleaved in one run, repeated.  Every configuration is
-reported against native and against the mailbox.  Reads bench/fwdcost JSON
-only.
+reported against native and against the mailbox.  Then the cost of reaching
+the runtime: gettid (answered without the kernel under detach) less a plain
+function call of the same shape, measured in the same process.  Reads
+bench/fwdcost JSON only.
 
     python3 -m detach_tools fwdcost [--repeat N] [--samples N] [--cpu CPU] [--mode MODE ...]
                                     [--also NAME=DETACH_BIN ...] [--out DIR]
@@ -46,7 +48,8 @@ def main(argv=None):
     out = a.out or tempfile.mkdtemp(prefix="fwdcost.")
     os.makedirs(out, exist_ok=True)
     fw = paths.program("fwdcost")
-    cycles = {c[0]: {"getppid": [], "write4k": []} for c in configs}
+    calls = ("getppid", "write4k", "gettid", "plaincall")
+    cycles = {c[0]: {call: [] for call in calls} for c in configs}
     hz = None
     for rep in range(a.repeat):
         for name, mode, proxy, binary in configs:     # interleaved
@@ -64,24 +67,32 @@ def main(argv=None):
                 sys.exit(f"fwdcost: error: {' '.join(cmd)} failed: {r.stderr.strip()}")
             d = json.load(open(path))
             hz = d["tsc_hz"]
-            for call in ("getppid", "write4k"):
-                cycles[name][call] += d[call]["cycles"]
+            for call in calls:       # per call: a sample may time several
+                per = d[call]["calls_per_sample"]
+                cycles[name][call] += [c / per for c in d[call]["cycles"]]
         print(f"repetition {rep + 1}/{a.repeat} done", file=sys.stderr)
     ns = lambda c: c * 1e9 / hz
     print(f"# forwarded-call cost, {a.repeat} interleaved repetitions x {a.samples} calls, CPU {a.cpu}")
     print(f"# {time.strftime('%Y-%m-%d %H:%M:%S')}, kernel {os.uname().release}, raw JSON in {out}")
     print("| call | configuration | p50 ns | p99 ns | p99.9 ns | max ns | p50 / native | p50 / mailbox | p99 / mailbox |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-    for call in ("getppid", "write4k"):
-        rows = {}
+    rows_of = {}
+    for call in calls:
+        rows = rows_of[call] = {}
         for name, *_ in configs:
             v = sorted(cycles[name][call])
             rows[name] = [ns(pct(v, p)) for p in (50, 99, 99.9, 100)]
         nat, mbx = rows["native"], rows["mailbox"]
         for name, *_ in configs:
             r = rows[name]
-            print(f"| {call} | {name} | {r[0]:.0f} | {r[1]:.0f} | {r[2]:.0f} | {r[3]:.0f} | "
+            print(f"| {call} | {name} | {r[0]:.1f} | {r[1]:.1f} | {r[2]:.1f} | {r[3]:.0f} | "
                   f"{r[0] / nat[0]:.2f} | {r[0] / mbx[0]:.2f} | {r[1] / mbx[1]:.2f} |")
+    print()
+    print("| configuration | gettid - plaincall, p50 ns | p99 ns | p99.9 ns |")
+    print("|---|---:|---:|---:|")
+    for name, *_ in configs:
+        g, p = rows_of["gettid"][name], rows_of["plaincall"][name]
+        print(f"| {name} | {g[0] - p[0]:.1f} | {g[1] - p[1]:.1f} | {g[2] - p[2]:.1f} |")
 
 
 if __name__ == "__main__":

@@ -18,8 +18,15 @@
  * stride, so touching every page of it: every cache level dirty, the TLB
  * cold);
  * syscalls (a process on the housekeeping CPUs creating processes, pipes,
- * files and mappings in a loop, as hbench/lmbench do).  Every round runs
- * every load, and under each every receiver in rotated order.
+ * files and mappings in a loop, as hbench/lmbench do); build (the kernel
+ * build of `detach bench`, run by the controller).  Every round runs every
+ * load, and under each every receiver in rotated order.
+ *
+ * With -C (`detach bench --program evlat`, tools/detach_tools/bench/evlat.py)
+ * evlat tells its controller on stdout when a load begins and ends
+ * ("start LOAD", "stop LOAD") and waits for "ok" on stdin: the controller
+ * runs the build load (loads.py, the one the main bench runs) and perf stat
+ * over each load.
  *
  * Also the executive's switch: two RT threads that sched_yield to each
  * other, cycles per switch.
@@ -58,8 +65,8 @@ void rtl_exec_stop(void);
 
 enum recv { R_SAME, R_PROCESS, R_EXECUTIVE, R_FUTEX, R_EVENTFD, NRECV };
 static const char *const recv_name[NRECV] = { "same", "process", "executive", "futex", "eventfd" };
-enum load { L_IDLE, L_FLOOD, L_SYSCALLS, NLOAD };
-static const char *const load_name[NLOAD] = { "idle", "flood", "syscalls" };
+enum load { L_IDLE, L_FLOOD, L_SYSCALLS, L_BUILD, NLOAD };
+static const char *const load_name[NLOAD] = { "idle", "flood", "syscalls", "build" };
 
 #define TIMEOUT_NS 200000000ull
 
@@ -77,11 +84,11 @@ struct ctl {
 };
 
 static struct {
-	int cpu, hk, loads, recvs;
+	int cpu, hk, loads, recvs, told;
 	uint64_t events, rounds;
 	const char *json;
 	char name[64];
-} o = { .cpu = -1, .hk = -1, .events = 200, .rounds = 3, .loads = (1 << NLOAD) - 1, .recvs = (1 << NRECV) - 1 };
+} o = { .cpu = -1, .hk = -1, .events = 200, .rounds = 3, .recvs = (1 << NRECV) - 1 };
 
 static struct ctl *C;
 static int efd;
@@ -501,13 +508,50 @@ static pthread_t flooders[CPU_SETSIZE];
 static int nflooders;
 static pid_t load_pid;
 
+/* This program again (argv[0]) as a helper process, its stdout on stderr
+ * and its stdin empty: with -C both are the controller's. */
+static int spawn_self(pid_t *pid, char **args)
+{
+	posix_spawn_file_actions_t fa;
+	extern char **environ;
+	int err;
+
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, 2, 1);
+	err = posix_spawn(pid, args[0], &fa, NULL, args, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	return err;
+}
+
+/* -C: one line to the controller, its answer "ok" back; else -1. */
+static int tell(const char *what, enum load l)
+{
+	char line[256];
+
+	if (!o.told)
+		return 0;
+	printf("%s %s\n", what, load_name[l]);
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin)) {
+		fprintf(stderr, "evlat: the controller went away at %s %s\n", what, load_name[l]);
+		return -1;
+	}
+	if (strcmp(line, "ok\n")) {
+		fprintf(stderr, "evlat: %s %s: %s", what, load_name[l], line);
+		return -1;
+	}
+	return 0;
+}
+
 static int load_start(enum load l, char **argv)
 {
+	if (tell("start", l))
+		return -1;
 	if (l == L_SYSCALLS) {
 		char *args[] = { argv[0], "--syscall-load", NULL };
-		extern char **environ;
 
-		if (posix_spawn(&load_pid, argv[0], NULL, NULL, args, environ))
+		if (spawn_self(&load_pid, args))
 			return -1;
 	}
 	usleep(300000);                          /* settle */
@@ -545,13 +589,14 @@ static void flood_off(void)
 		pthread_join(flooders[--nflooders], NULL);
 }
 
-static void load_stop(enum load l)
+static int load_stop(enum load l)
 {
 	if (l == L_SYSCALLS && load_pid > 0) {
 		kill(load_pid, SIGKILL);
 		waitpid(load_pid, NULL, 0);
 		load_pid = 0;
 	}
+	return tell("stop", l);
 }
 
 /* ---- output ------------------------------------------------------------------ */
@@ -581,8 +626,10 @@ static void json_cell(struct json *j, const struct tsc_clock *clk, struct cell *
 
 static int usage(const char *msg)
 {
-	fprintf(stderr, "evlat: %s\nusage: evlat [-c CPU] [-H CPU] [-n EVENTS] [-r ROUNDS] [-l idle,flood,syscalls]\n"
-		"             [-R same,process,executive,futex,eventfd] -j FILE\n",
+	fprintf(stderr, "evlat: %s\nusage: evlat [-c CPU] [-H CPU] [-n EVENTS] [-r ROUNDS] [-C]\n"
+		"             [-l idle,flood,syscalls,build] [-R same,process,executive,futex,eventfd] -j FILE\n"
+		"  -C  controlled: tell each load's start and stop on stdout, wait for \"ok\" on stdin\n"
+		"      (the build load needs it: `detach bench --program evlat` runs it)\n",
 		msg);
 	return 2;
 }
@@ -606,13 +653,14 @@ int main(int argc, char **argv)
 		snprintf(o.name, sizeof(o.name), "%s", argv[3]);
 		return child_main();
 	}
-	while ((opt = getopt(argc, argv, "c:H:n:r:l:R:j:")) != -1) {
+	while ((opt = getopt(argc, argv, "c:H:n:r:l:R:j:C")) != -1) {
 		switch (opt) {
 		case 'c': o.cpu = atoi(optarg); break;
 		case 'H': o.hk = atoi(optarg); break;
 		case 'n': o.events = strtoull(optarg, NULL, 10); break;
 		case 'r': o.rounds = strtoull(optarg, NULL, 10); break;
 		case 'j': o.json = optarg; break;
+		case 'C': o.told = 1; break;
 		case 'l':
 			o.loads = 0;
 			for (int l = 0; l < NLOAD; l++)
@@ -634,6 +682,10 @@ int main(int argc, char **argv)
 	}
 	if (!o.json || !o.events || !o.rounds)
 		return usage("-j FILE is needed; -n and -r positive");
+	if (!o.loads)                            /* every load this run can have */
+		o.loads = ((1 << NLOAD) - 1) & ~(o.told ? 0 : 1 << L_BUILD);
+	if ((o.loads & (1 << L_BUILD)) && !o.told)
+		return usage("the build load is the controller's: -C");
 	cpus_online(&all);
 	if (o.cpu < 0)
 		for (int c = 0; c < CPU_SETSIZE; c++)
@@ -668,10 +720,9 @@ int main(int argc, char **argv)
 	{
 		char cpu[16];
 		char *args[] = { argv[0], "--child", cpu, o.name, NULL };
-		extern char **environ;
 
 		snprintf(cpu, sizeof(cpu), "%d", o.cpu);
-		if (posix_spawn(&child, argv[0], NULL, NULL, args, environ)) {
+		if (spawn_self(&child, args)) {
 			fprintf(stderr, "evlat: cannot start the process receiver\n");
 			return 1;
 		}
@@ -691,7 +742,8 @@ int main(int argc, char **argv)
 				if (o.recvs & (1 << r))
 					err = run_block((enum load)l, r, b, child);
 			}
-			load_stop((enum load)l);
+			if (load_stop((enum load)l) && !err)
+				err = -1;
 			fprintf(stderr, "evlat: round %llu of %llu, %s: done\n", (unsigned long long)round + 1,
 				(unsigned long long)o.rounds, load_name[l]);
 		}

@@ -1,7 +1,10 @@
 # Description: `detach bench --program evlat --quick` end to end: every
 # receiver (same, process, executive, futex, eventfd) answered events under
-# every load (idle, flood, syscalls), the JSON has the percentiles and every
-# sample, evlat.md has the table and the ratios.  Figures are not judged, so
+# every load (idle, flood, syscalls, build), the JSON has the percentiles and
+# every sample, evlat.md has the table and the ratios; the build load (quick:
+# this repository's sources) compiled in its block, confined to the
+# housekeeping CPUs, and left no process; perf stat's check of the flooding
+# has counts for every load or says why not.  Figures are not judged, so
 # no partition (--no-isolate): with it the test took 6 s, then 66 s, 104 s and
 # once over 120 s on a busy machine (threads moved into a partition wait for
 # RCU grace periods: the likely cause, not proven); without it 6 s.
@@ -15,7 +18,7 @@ python3 - "$out/evlat.json" <<'PY' || t_fail "evlat.json incomplete"
 import json, sys
 d = json.load(open(sys.argv[1]))
 bad = []
-for load in ("idle", "flood", "syscalls"):
+for load in ("idle", "flood", "syscalls", "build"):
     for r in ("same", "process", "executive", "futex", "eventfd"):
         c = d["cells"][load][r]
         if c["events"] + c["missed"] != 15 or c["events"] < 10 or len(c["samples_ns"]) != c["events"] \
@@ -25,8 +28,23 @@ for load in ("idle", "flood", "syscalls"):
             print(f"{load}/{r}: {c['events']} events, p50 {c['p50']} ns, max {c['max']} ns")
 if not d["executive_switch_ns"] > 0:
     bad.append("no executive switch cost")
+b = d["loads"]["build"]
+if not (b["confined"] and b["block_checks"] and all(c["progressed"] and c["confined"] for c in b["block_checks"])
+        and not b["leftover_processes"]):
+    bad.append(f"build load: {b}")
+else:
+    print(f"build load: {b['compile_jobs']} compile jobs, confined, nothing left")
+perf = d["perf"]
+for load in ("idle", "flood", "syscalls", "build"):
+    for blk in d["loads"][load]["perf"]:
+        if perf["events"] and not blk.get("cpus"):
+            bad.append(f"perf stat of {load}: {blk}")
+if not perf["events"] and not perf["why"]:
+    bad.append("no perf stat counts and no reason")
+print("perf stat:", perf["events"] or perf["why"])
 print("\n".join(bad))
 sys.exit(1 if bad else 0)
 PY
 grep -q "process / same (address spaces)" "$out/evlat.md" || t_fail "evlat.md has no ratio table"
+grep -Eq "^(Flooding not checked with perf stat: .+|perf stat on CPUs)" "$out/evlat.md" || t_fail "evlat.md says nothing of perf stat"
 t_done

@@ -35,6 +35,7 @@ need=(
 	go:golang-go
 	node:nodejs
 	valgrind:valgrind
+	perf:linux-perf
 )
 missing=()
 for pair in "${need[@]}"; do

@@ -1,17 +1,22 @@
 """detach bench --program evlat: event-response latency, seed 003 section 4
 (L4RTL: what address spaces cost beside caches).  bench/evlat.c measures
 every receiver under every load, interleaved in every round; this module
-runs it, keeps its JSON and writes evlat.md (percentiles and the ratios
-separate-process / same-process and Linux / detached, beside the paper's
-conclusion) and, with matplotlib, densities on a log scale per load (the
-paper's figures 3 and 4)."""
+runs it as its controller (evlat -C: the build load of loads.py, the main
+bench's, and perf stat over every load), keeps its JSON and writes evlat.md
+(percentiles and the ratios separate-process / same-process and Linux /
+detached, beside the paper's conclusion) and, with matplotlib, densities on
+a log scale per load (the paper's figures 3 and 4)."""
 import json
 import os
 import subprocess
+import sys
+import time
 
 from .. import paths
+from . import loads as L
 from . import system
-from .util import BenchError, measurement_program
+from .perfstat import PerfStat
+from .util import BenchError, format_cpulist, measurement_program
 
 RECEIVERS = ("same", "process", "executive", "futex", "eventfd")
 WHAT = {"same": "detached thread, ringer's process",
@@ -20,14 +25,95 @@ WHAT = {"same": "detached thread, ringer's process",
         "futex": "SCHED_FIFO Linux thread, futex",
         "eventfd": "SCHED_FIFO Linux thread, eventfd"}
 PCTS = ("p50", "p99", "p99.9", "max")
+LOADS = ("idle", "flood", "syscalls", "build")
 
 
 def command(a, out_json, cpu):
-    cmd = [paths.program("evlat"), "-j", out_json, "-c", str(cpu),
+    cmd = [paths.program("evlat"), "-C", "-l", ",".join(LOADS), "-j", out_json, "-c", str(cpu),
            "-n", str(a.samples or (15 if a.quick else 200)), "-r", str(a.repeat_evlat)]
     if a.housekeeping:
         cmd += ["-H", str(min(a.housekeeping))]
     return cmd
+
+
+class Controller:
+    """Answers evlat -C: "start LOAD" and "stop LOAD" on its stdout, "ok" on
+    its stdin once done.  The build load is loads.Build (the kernel build of
+    the main bench; --quick: this repository's sources), started at its
+    first block, held (SIGSTOP) between its blocks and stopped at the end;
+    each of its blocks must see it compile, confined to the housekeeping
+    CPUs.  perf stat counts cache and TLB misses on every CPU over each
+    load's blocks, where the machine has the counters."""
+
+    def __init__(self, a, cpu, hk):
+        self.a, self.cpu, self.hk = a, cpu, hk
+        self.build = None
+        self.perf = PerfStat({cpu} | hk)
+        self.loads = {}          # name -> what the load did, perf counts per block
+        self.before = None
+
+    def log(self, msg):
+        print(f"detach bench: evlat: {msg}", file=sys.stderr)
+
+    def start(self, name):
+        out = self.loads.setdefault(name, {"blocks": 0, "perf": []})
+        out["blocks"] += 1
+        if name == "build":
+            if not self.build:
+                self.build = L.make_load("build", self.hk, self.a.quick, paths.load_tree())
+                self.log(f"load {self.build.describe()}")
+                self.build.prepare(self.log)
+                self.build.start()
+            else:
+                self.build.resume()
+            self.before = self.build.check()
+            # compiling, not still reading Makefiles, before the events start
+            deadline = time.monotonic() + 120
+            while True:
+                now = self.build.check()
+                if not now["ok"]:
+                    raise BenchError(f"the build load did not run cleanly: {now}")
+                if self.build.advanced(self.before["progress"], now["progress"]):
+                    break
+                if time.monotonic() > deadline:
+                    raise BenchError("the build load compiled nothing in 120 s")
+                time.sleep(0.2)
+            self.before = now
+        self.perf.start()
+
+    def stop(self, name):
+        out = self.loads[name]
+        out["perf"].append(self.perf.stop())
+        if name == "build":
+            after = self.build.check()
+            out.setdefault("block_checks", []).append(
+                {"confined": not self.before["outside"] and not after["outside"], "alive": not after["dead"],
+                 "progressed": self.build.advanced(self.before["progress"], after["progress"])})
+            self.build.pause()
+
+    def serve(self, p):
+        try:
+            for line in p.stdout:
+                verb, name = line.split()
+                (self.start if verb == "start" else self.stop)(name)
+                p.stdin.write("ok\n")
+                p.stdin.flush()
+        except BenchError as e:
+            p.stdin.write(f"{e}\n")   # evlat stops with it
+            p.stdin.flush()
+            p.wait()
+            raise
+        finally:
+            if self.build:
+                left = self.build.stop()
+                out = self.loads["build"]
+                out.update(self.build.achieved(), description=self.build.describe(),
+                           leftover_processes=[f"{q} {c}" for q, c in left])
+
+    def report(self):
+        """What goes into the JSON: the loads, the perf counts or why none."""
+        return {"loads": self.loads, "perf": {"events": self.perf.events, "why": self.perf.why,
+                                              "rt_cpu": self.cpu, "cpus": format_cpulist({self.cpu} | self.hk)}}
 
 
 def ratio(x, y):
@@ -68,10 +154,46 @@ def summary(doc):
               f"({doc['executive_switch_cycles']:.0f} cycles), no kernel entry.", "",
               "Seed 003's conclusion: the delay and jitter that address spaces add to interrupt "
               "response are about those of caches, or smaller. Here: compare the column "
-              "process / same (another address space) with same under load / same idle (caches).",
-              "Not measured yet: the kernel-build load of `detach bench`, and perf stat's check of "
-              "the flooding (cache misses, TLB misses).", ""]
-    return "\n".join(lines)
+              "process / same (another address space) with same under load / same idle (caches).", ""]
+    return "\n".join(lines + loads_summary(doc))
+
+
+def loads_summary(doc):
+    """The build load as it ran, and perf stat's check of the flooding."""
+    lines = []
+    b = doc.get("loads", {}).get("build")
+    if b:
+        checks = b.get("block_checks", [])
+        lines += [f"Load `build`: {b.get('description')}; {b.get('compile_jobs', '?')} compile jobs in "
+                  f"{b['blocks']} blocks ({b.get('seconds', '?')} s from its first to its last check; "
+                  f"held with SIGSTOP between its blocks); compiled in "
+                  f"{sum(c['progressed'] for c in checks)} of {len(checks)} blocks, "
+                  f"{'confined to' if b.get('confined') else 'NOT confined to'} the housekeeping CPUs "
+                  f"{b.get('housekeeping_cpus')}.", ""]
+    perf = doc.get("perf", {})
+    if not perf.get("events"):
+        lines += [f"Flooding not checked with perf stat: {perf.get('why')}.", ""]
+        return lines
+    rt = str(perf["rt_cpu"])
+    lines += [f"perf stat on CPUs {perf['cpus']} over each load's blocks (misses per ms; RT CPU {rt}, "
+              f"and the housekeeping CPUs together):", "",
+              "| load | " + " | ".join(f"{e} RT | {e} housekeeping" for e in perf["events"]) + " |",
+              "|---|" + "---|---|" * len(perf["events"])]
+    for load, out in doc.get("loads", {}).items():
+        blocks = [x for x in out["perf"] if "cpus" in x]
+        if not blocks:
+            why = {x.get("why") for x in out["perf"]}
+            lines.append(f"| {load} | " + "; ".join(map(str, why)) + " |")
+            continue
+        ms = sum(x["seconds"] for x in blocks) * 1e3
+        row = []
+        for e in perf["events"]:
+            on_rt = sum(x["cpus"].get(rt, {}).get(e, 0) for x in blocks)
+            on_hk = sum(v.get(e, 0) for x in blocks for c, v in x["cpus"].items() if c != rt)
+            row += [f"{on_rt / ms:,.0f}", f"{on_hk / ms:,.0f}"]
+        lines.append(f"| {load} | " + " | ".join(row) + " |")
+    lines.append("")
+    return lines
 
 
 def plots(doc, outdir):
@@ -111,15 +233,26 @@ def run(a):
     # --no-isolate: other tasks would share it and dominate the figures
     restorer = system.Restorer()
     part = system.Partition(paths.detach_bin(), cpu, restorer, not a.no_isolate and os.geteuid() == 0)
+    hk = set(a.housekeeping or (os.sched_getaffinity(0) - {cpu}))
+    ctl = Controller(a, cpu, hk)
     try:
         entered = part.enter()
-        rc = subprocess.run(command(a, out_json, cpu)).returncode
+        p = subprocess.Popen(command(a, out_json, cpu), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True, bufsize=1)
+        try:
+            ctl.serve(p)
+        finally:
+            p.stdin.close()
+            rc = p.wait()
     finally:
         restorer.restore()
     if rc != 0:
         raise BenchError(f"{prog} failed (exit {rc})")
     with open(out_json) as f:
         doc = json.load(f)
+    doc.update(ctl.report())
+    with open(out_json, "w") as f:
+        json.dump(doc, f)
     doc["partition"] = f"detach isolate -c {cpu}" if entered else part.why
     md = summary(doc)
     if not a.no_plots:

@@ -54,20 +54,33 @@ class Load:
     def pgids(self):
         return [p.pid for p in self.procs]
 
+    def signal_all(self, sig):
+        """sig to every process of the load, in its groups or not."""
+        members = procs_in_groups(self.pgids())
+        for p in self.procs:
+            try:
+                os.killpg(p.pid, sig)
+            except ProcessLookupError:
+                pass
+        for pid, _ in members:     # those that left the group
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def pause(self):
+        """Holds every process where it is (SIGSTOP), for a benchmark that
+        interleaves loads (evlat); resume() lets them go on."""
+        self.signal_all(signal.SIGSTOP)
+
+    def resume(self):
+        self.signal_all(signal.SIGCONT)
+
     def stop(self):
         """Stops every process of the load; returns the leftovers (should be [])."""
         for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-            members = procs_in_groups(self.pgids())
-            for p in self.procs:
-                try:
-                    os.killpg(p.pid, sig)
-                except ProcessLookupError:
-                    pass
-            for pid, _ in members:     # those that left the group
-                try:
-                    os.kill(pid, sig)
-                except ProcessLookupError:
-                    pass
+            self.signal_all(sig)
+            self.signal_all(signal.SIGCONT)   # a paused process takes SIGTERM when it runs
             deadline = time.monotonic() + wait
             while time.monotonic() < deadline:
                 for p in self.procs:

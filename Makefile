@@ -200,11 +200,16 @@ $(BUILD)/tests/rtl_%: tests/rtl_%.c $(RTL_DEPS) $(wildcard tests/helpers/*.h)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(RTL_LIBS) -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
 
-# bench/evlat.c measures event response, detach-rtl's executive among the receivers.
-$(BUILD)/bench/evlat: bench/evlat.c $(RTL_DEPS) $(LIBUTIL)
+# bench/evlat.c measures event response on the public API; its executive
+# receiver bench/evlat_rt.c is an RTLinux program, linked as one.
+$(BUILD)/bench/evlat: bench/evlat.c bench/evlat.h $(RT_SO) $(LIBUTIL) include/detach/detach.h
 	$(call msg,CC,$<)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIBUTIL) $(RTL_LIBS) -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIBUTIL) -L$(BUILD) -ldetach -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
+$(BUILD)/bench/evlat_rt: bench/evlat_rt.c bench/evlat.h $(RTL_DEPS)
+	$(call msg,CC,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(RTL_LIBS) -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
 
 # Installs what the tests and benchmarks need on a fresh Debian machine, once.
 deps:

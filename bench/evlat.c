@@ -9,7 +9,9 @@
  *   same       a detached thread of the ringer's process in dt_bell_wait
  *   process    a detached thread of another process (an RT task in its own
  *              address space) in dt_bell_wait: seed 003's question
- *   executive  an RT thread of detach-rtl's executive in rtl_bell_wait
+ *   executive  an RT thread under detach-rtl's executive in rtl_bell_wait, in
+ *              an RT task of its own (bench/evlat_rt.c, an RTLinux program
+ *              using the public API, started for each block)
  *   futex      a SCHED_FIFO Linux thread pinned to the RT CPU in FUTEX_WAIT
  *   eventfd    the same in read() of an eventfd
  * Loads: idle; flood (a flooder on every housekeeping CPU, and the receiver
@@ -28,21 +30,18 @@
  * runs the build load (loads.py, the one the main bench runs) and perf stat
  * over each load.
  *
- * Also the executive's switch: two RT threads that sched_yield to each
- * other, cycles per switch.
+ * Also the executive's switch (measured by evlat_rt): two RT threads that
+ * sched_yield to each other, cycles per switch.
  *
  *   evlat [-c CPU] [-H CPU] [-n EVENTS] [-r ROUNDS] [-l LOADS] [-R RECEIVERS] -j FILE
  *   evlat --child ...   (internal: the `process` receiver)
  *
  * Longer than 500 lines: one program per study, as bench/chan.c, so that
  * receivers, loads and the interleaving of blocks stay in one place. */
+#include "evlat.h"
 #include "lib/bench.h"
 #include "lib/partition.h"
 #include "lib/stats.h"
-
-#include <detach/detach.h>
-#define RTL_LIBRARY_INTERNAL              /* the executive's API, no renaming */
-#include <detach/rtl.h>
 
 #include <errno.h>
 #include <linux/futex.h>
@@ -57,11 +56,8 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <unistd.h>
-
-/* detach-rtl's executive (src/rtl/rtl_int.h), started here without main() */
-int rtl_exec_start(int cpu);
-void rtl_exec_stop(void);
 
 enum recv { R_SAME, R_PROCESS, R_EXECUTIVE, R_FUTEX, R_EVENTFD, NRECV };
 static const char *const recv_name[NRECV] = { "same", "process", "executive", "futex", "eventfd" };
@@ -70,74 +66,23 @@ static const char *const load_name[NLOAD] = { "idle", "flood", "syscalls", "buil
 
 #define TIMEOUT_NS 200000000ull
 
-/* Shared with the `process` receiver (a dt_shm region) and the threads. */
-struct ctl {
-	_Alignas(64) volatile uint64_t seq;       /* event number rung */
-	_Alignas(64) volatile uint64_t ack;       /* event number seen */
-	volatile uint64_t t1;                     /* TSC at the receiver's wake-up */
-	_Alignas(64) volatile int run;            /* the receiver's block: 1 serve, 0 stop */
-	volatile int turn;                        /* process receiver: serve now */
-	volatile int ready, done;                 /* process receiver: detached / attached again */
-	volatile int flood;                       /* flood after each event */
-	volatile int quit;
-	_Alignas(64) volatile uint32_t futex;
-};
-
 static struct {
 	int cpu, hk, loads, recvs, told;
 	uint64_t events, rounds;
 	const char *json;
 	char name[64];
+	char rt_prog[4096];                  /* evlat_rt, beside this program */
 } o = { .cpu = -1, .hk = -1, .events = 200, .rounds = 3, .recvs = (1 << NRECV) - 1 };
 
 static struct ctl *C;
 static int efd;
-static char *flood_buf;
-static size_t flood_bytes;
+static struct flood_area area;       /* the receivers' of this process */
 
-/* ---- flooding ------------------------------------------------------------ */
-
-/* Twice the last-level cache, at most 64 MiB (a VM may report a cache
- * larger than the machine's), a multiple of 64 KiB. */
-static size_t flood_size(void)
-{
-	long v = sysconf(_SC_LEVEL3_CACHE_SIZE);
-
-	if (v <= 0)
-		v = sysconf(_SC_LEVEL2_CACHE_SIZE);
-	if (v <= 0 || v > 32l << 20)
-		v = 32l << 20;
-	return ((size_t)v * 2 + 65535) & ~(size_t)65535;
-}
-
-/* Dirties every line of buf and touches each page: the caches hold it,
- * dirty, and the TLB holds its pages, not the receiver's. */
-static void flood(char *buf, size_t bytes)
-{
-	for (size_t i = 0; i < bytes; i += 64)
-		buf[i]++;
-}
-
-/* The receiver's flood between events: the paper's flooder ran below the
- * RT thread, preempted by the next event; ours cannot be preempted, so it
- * stops after FLOOD_BUDGET_NS (less than the shortest interval, 2 ms), in
- * 64 KiB steps, going on where the last one stopped. */
-#define FLOOD_BUDGET_NS 1500000ull
-static size_t flood_at;
-
-static void flood_between(void)
-{
-	uint64_t end = dt_now_ns() + FLOOD_BUDGET_NS;
-
-	do {
-		flood(flood_buf + flood_at, 65536);
-		flood_at = (flood_at + 65536) % flood_bytes;
-	} while (dt_now_ns() < end);
-}
+/* ---- flooding: flood_between (evlat.h) on the RT CPU, these beside ---- */
 
 static void *flooder(void *arg)
 {
-	size_t bytes = flood_bytes;
+	size_t bytes = area.bytes;
 	char *buf = malloc(bytes);
 
 	(void)arg;
@@ -189,22 +134,15 @@ static int syscall_load(void)
 
 /* ---- receivers ----------------------------------------------------------- */
 
-static void record(uint64_t seen)
-{
-	C->t1 = rdtsc();
-	__atomic_store_n(&C->ack, seen, __ATOMIC_RELEASE);
-}
-
 /* A detached thread's loop (same, process): until C->run drops. */
 static void serve_bell(struct dt_bell *b)
 {
 	while (__atomic_load_n(&C->run, __ATOMIC_ACQUIRE)) {
 		if (dt_bell_wait(b, dt_now_ns() + 10000000ull))
 			continue;
-		C->t1 = rdtsc();
-		__atomic_store_n(&C->ack, C->seq, __ATOMIC_RELEASE);
+		evlat_record(C);
 		if (C->flood)
-			flood_between();
+			flood_between(&area);
 	}
 }
 
@@ -221,20 +159,6 @@ static void *same_main(void *arg)
 	dt_attach();
 	dt_bell_close(b);
 	(void)arg;
-	return NULL;
-}
-
-static void *exec_receiver(void *arg)
-{
-	struct dt_bell *b = arg;
-
-	for (;;) {
-		if (rtl_bell_wait(b, 0))
-			continue;
-		record(C->seq);
-		if (C->flood)
-			flood_between();
-	}
 	return NULL;
 }
 
@@ -274,9 +198,9 @@ static void *linux_receiver(void *arg)
 		} else if (read(efd, &v, sizeof(v)) != sizeof(v)) {
 			continue;
 		}
-		record(C->seq);
+		evlat_record(C);
 		if (C->flood)
-			flood_between();
+			flood_between(&area);
 	}
 	return NULL;
 }
@@ -291,10 +215,8 @@ static int child_main(void)
 	if (dt_shm_open(o.name, 0, 0, &map))
 		return 1;
 	C = map;
-	flood_bytes = flood_size();
-	flood_buf = malloc(flood_bytes);
-	memset(flood_buf, 1, flood_bytes);
-	mlock(flood_buf, flood_bytes);
+	if (flood_area_init(&area))
+		return 1;
 	while (!C->quit) {
 		struct timespec ms = { 0, 1000000 };
 
@@ -389,12 +311,77 @@ static void events(enum load l, enum recv r, struct dt_bell *b, struct cell *c)
 		flood_off();
 }
 
-static int run_block(enum load l, enum recv r, struct dt_bell *b, pid_t child)
+/* A helper process (this program again, or evlat_rt), its stdout on
+ * stderr and its stdin empty: with -C both are the controller's. */
+static int spawn_helper(pid_t *pid, char **args)
+{
+	posix_spawn_file_actions_t fa;
+	extern char **environ;
+	int err;
+
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, 2, 1);
+	err = posix_spawn(pid, args[0], &fa, NULL, args, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	return err;
+}
+
+/* Until the receiver runs (C->ready 1) or cannot (-1), or the RT task
+ * ended first: 0 or -1. */
+static int wait_ready(enum recv r, pid_t task)
+{
+	uint64_t until = monotonic_ns() + 60000000000ull;
+	int status;
+
+	while (!__atomic_load_n(&C->ready, __ATOMIC_ACQUIRE)) {
+		if (task > 0 && waitpid(task, &status, WNOHANG) == task) {
+			fprintf(stderr, "evlat: the executive receiver (%s) ended before its thread ran: %s %d\n",
+				o.rt_prog, WIFEXITED(status) ? "exit" : "signal",
+				WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+			return -1;
+		}
+		if (monotonic_ns() > until) {
+			fprintf(stderr, "evlat: the %s receiver did not start in 60 s\n", recv_name[r]);
+			return -1;
+		}
+		usleep(1000);
+	}
+	return C->ready < 0 ? -1 : 0;
+}
+
+/* The executive receiver: evlat_rt, an RT task of its own, for this block. */
+static int start_rt_task(pid_t *task)
+{
+	char *args[] = { o.rt_prog, NULL };
+	char cpu[16];
+
+	snprintf(cpu, sizeof(cpu), "%d", o.cpu);
+	setenv("DETACH_RTL_CPU", cpu, 1);
+	setenv("EVLAT_NAME", o.name, 1);
+	return spawn_helper(task, args) ? -1 : 0;
+}
+
+/* Ends it as RTLinux's rmmod did (SIGTERM: cleanup_module): 0 when it
+ * exited 0. */
+static int stop_rt_task(pid_t task)
+{
+	int status;
+
+	kill(task, SIGTERM);
+	if (waitpid(task, &status, 0) != task || !WIFEXITED(status) || WEXITSTATUS(status)) {
+		fprintf(stderr, "evlat: the executive receiver (%s) did not end cleanly on SIGTERM\n", o.rt_prog);
+		return -1;
+	}
+	return 0;
+}
+
+static int run_block(enum load l, enum recv r, struct dt_bell *b)
 {
 	struct cell *c = &cells[l][r];
 	pthread_t th;
+	pid_t task = -1;
 	int err = 0;
-	(void)child;
 
 	C->ready = 0;
 	C->ack = C->seq;
@@ -407,45 +394,31 @@ static int run_block(enum load l, enum recv r, struct dt_bell *b, pid_t child)
 		C->done = 0;
 		__atomic_store_n(&C->turn, 1, __ATOMIC_RELEASE);
 		break;
-	case R_EXECUTIVE: {
-		pthread_attr_t a;
-		struct sched_param sp = { .sched_priority = 50 };
-
-		if ((err = rtl_exec_start(o.cpu)))
-			return err;
-		pthread_attr_init(&a);
-		rtl_pthread_attr_setschedparam(&a, &sp);
-		rtl_pthread_t t;
-		struct dt_bell *eb;
-		if ((err = dt_bell_open(o.name, 0, &eb)))
-			return err;
-		rtl_pthread_create(&t, &a, exec_receiver, eb);
-		C->ready = 1;
-		events(l, r, b, c);
-		pthread_delete_np(t);
-		rtl_exec_stop();
-		dt_bell_close(eb);
-		__atomic_store_n(&C->run, 0, __ATOMIC_RELEASE);
-		return 0;
-	}
+	case R_EXECUTIVE:
+		if (start_rt_task(&task))
+			return -1;
+		break;
 	default:
 		if (r == R_EVENTFD && (efd = eventfd(0, EFD_CLOEXEC)) < 0)   /* a fresh count per block */
 			return -errno;
 		pthread_create(&th, NULL, linux_receiver, (void *)(long)r);
 		break;
 	}
-	while (!C->ready)
-		usleep(1000);
-	if (C->ready < 0) {
-		fprintf(stderr, "evlat: the %s receiver could not %s CPU %d\n", recv_name[r],
-			r == R_FUTEX || r == R_EVENTFD ? "be pinned to" : "detach on", o.cpu);
-		if (r != R_PROCESS)
+	if (wait_ready(r, task)) {
+		if (C->ready < 0)
+			fprintf(stderr, "evlat: the %s receiver could not %s CPU %d\n", recv_name[r],
+				r == R_FUTEX || r == R_EVENTFD ? "be pinned to" : "detach on", o.cpu);
+		if (r == R_EXECUTIVE && C->ready)
+			stop_rt_task(task);
+		else if (r != R_PROCESS && r != R_EXECUTIVE)
 			pthread_join(th, NULL);
 		return -EBUSY;
 	}
 	events(l, r, b, c);
 	__atomic_store_n(&C->run, 0, __ATOMIC_RELEASE);
-	if (r == R_PROCESS) {
+	if (r == R_EXECUTIVE) {
+		err = stop_rt_task(task);
+	} else if (r == R_PROCESS) {
 		while (!__atomic_load_n(&C->done, __ATOMIC_ACQUIRE))
 			usleep(1000);
 	} else {
@@ -463,66 +436,11 @@ static int run_block(enum load l, enum recv r, struct dt_bell *b, pid_t child)
 	return err;
 }
 
-/* ---- the executive's switch ------------------------------------------------ */
-
-static volatile uint64_t yields;
-static volatile int yield_stop;
-
-static void *yielder(void *arg)
-{
-	(void)arg;
-	while (!yield_stop) {
-		yields++;
-		rtl_sched_yield();
-	}
-	return NULL;
-}
-
-/* Cycles per switch between two RT threads of one priority that yield to
- * each other: the scheduler's scan and two rtl_switch calls. */
-static double exec_switch_cycles(void)
-{
-	rtl_pthread_t a, b;
-	uint64_t t0, n0, t1, n1;
-
-	if (rtl_exec_start(o.cpu))
-		return -1;
-	yields = 0;
-	yield_stop = 0;
-	rtl_pthread_create(&a, NULL, yielder, NULL);
-	rtl_pthread_create(&b, NULL, yielder, NULL);
-	usleep(100000);
-	t0 = rdtsc(), n0 = yields;
-	usleep(300000);
-	t1 = rdtsc(), n1 = yields;
-	yield_stop = 1;
-	rtl_pthread_join(a, NULL);
-	rtl_pthread_join(b, NULL);
-	rtl_exec_stop();
-	return n1 > n0 ? (double)(t1 - t0) / (double)(n1 - n0) : -1;
-}
-
 /* ---- loads ------------------------------------------------------------------ */
 
 static pthread_t flooders[CPU_SETSIZE];
 static int nflooders;
 static pid_t load_pid;
-
-/* This program again (argv[0]) as a helper process, its stdout on stderr
- * and its stdin empty: with -C both are the controller's. */
-static int spawn_self(pid_t *pid, char **args)
-{
-	posix_spawn_file_actions_t fa;
-	extern char **environ;
-	int err;
-
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_adddup2(&fa, 2, 1);
-	err = posix_spawn(pid, args[0], &fa, NULL, args, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	return err;
-}
 
 /* -C: one line to the controller, its answer "ok" back; else -1. */
 static int tell(const char *what, enum load l)
@@ -551,7 +469,7 @@ static int load_start(enum load l, char **argv)
 	if (l == L_SYSCALLS) {
 		char *args[] = { argv[0], "--syscall-load", NULL };
 
-		if (spawn_self(&load_pid, args))
+		if (spawn_helper(&load_pid, args))
 			return -1;
 	}
 	usleep(300000);                          /* settle */
@@ -699,12 +617,23 @@ int main(int argc, char **argv)
 	}
 	if (!CPU_COUNT(&hk))
 		return usage("needs a housekeeping CPU beside the RT CPU");
+	{
+		char self[sizeof(o.rt_prog)] = "";
+
+		if (readlink("/proc/self/exe", self, sizeof(self) - 1) < 0)
+			return usage("cannot read /proc/self/exe");
+		snprintf(o.rt_prog, sizeof(o.rt_prog), "%s/evlat_rt", dirname(self));
+	}
+	if ((o.recvs & (1 << R_EXECUTIVE)) && access(o.rt_prog, X_OK)) {
+		fprintf(stderr, "evlat: the executive receiver %s is missing\nNOTE: run 'make'\n", o.rt_prog);
+		return 1;
+	}
 	sched_setaffinity(0, sizeof(hk), &hk);
 	tsc_calibrate(&clk, 0);
-	flood_bytes = flood_size();
-	flood_buf = malloc(flood_bytes);
-	memset(flood_buf, 1, flood_bytes);
-	mlock(flood_buf, flood_bytes);
+	if (flood_area_init(&area)) {
+		fprintf(stderr, "evlat: no memory for the flood buffer\n");
+		return 1;
+	}
 	snprintf(o.name, sizeof(o.name), "evlat-%d", (int)getpid());
 	if ((err = dt_shm_open(o.name, DT_CHAN_CREATE, sizeof(struct ctl), &map)) ||
 	    (err = dt_bell_open(o.name, DT_CHAN_CREATE, &b))) {
@@ -722,12 +651,11 @@ int main(int argc, char **argv)
 		char *args[] = { argv[0], "--child", cpu, o.name, NULL };
 
 		snprintf(cpu, sizeof(cpu), "%d", o.cpu);
-		if (spawn_self(&child, args)) {
+		if (spawn_helper(&child, args)) {
 			fprintf(stderr, "evlat: cannot start the process receiver\n");
 			return 1;
 		}
 	}
-	sw = exec_switch_cycles();
 	for (uint64_t round = 0; round < o.rounds && !err; round++) {
 		for (int l = 0; l < NLOAD && !err; l++) {
 			if (!(o.loads & (1 << l)))
@@ -740,7 +668,7 @@ int main(int argc, char **argv)
 				enum recv r = (enum recv)((k + round + (uint64_t)l) % NRECV);   /* rotated */
 
 				if (o.recvs & (1 << r))
-					err = run_block((enum load)l, r, b, child);
+					err = run_block((enum load)l, r, b);
 			}
 			if (load_stop((enum load)l) && !err)
 				err = -1;
@@ -748,6 +676,7 @@ int main(int argc, char **argv)
 				(unsigned long long)o.rounds, load_name[l]);
 		}
 	}
+	sw = C->switch_cycles;
 	C->quit = 1;
 	waitpid(child, NULL, 0);
 	dt_bell_close(b);
@@ -769,7 +698,7 @@ int main(int argc, char **argv)
 	json_uint(&j, "events_per_block", o.events);
 	json_uint(&j, "rounds", o.rounds);
 	json_uint(&j, "tsc_hz", clk.hz);
-	json_uint(&j, "flood_bytes", flood_bytes);
+	json_uint(&j, "flood_bytes", area.bytes);
 	json_double(&j, "executive_switch_cycles", sw);
 	json_double(&j, "executive_switch_ns", sw > 0 ? sw * 1e9 / (double)clk.hz : -1);
 	json_object_begin(&j, "cells");

@@ -20,16 +20,28 @@ from .util import BenchError, format_cpulist, measurement_program
 
 RECEIVERS = ("same", "process", "executive", "futex", "eventfd")
 WHAT = {"same": "detached thread, ringer's process",
-        "process": "detached RT task, its own process",
-        "executive": "RT thread under detach-rtl's executive",
+        "process": "detached thread, its own process",
+        "executive": "RT thread under detach-rtl's executive, an RT task of its own",
         "futex": "SCHED_FIFO Linux thread, futex",
         "eventfd": "SCHED_FIFO Linux thread, eventfd"}
 PCTS = ("p50", "p99", "p99.9", "max")
 LOADS = ("idle", "flood", "syscalls", "build")
 
 
-def command(a, out_json, cpu):
-    cmd = [paths.program("evlat"), "-C", "-l", ",".join(LOADS), "-j", out_json, "-c", str(cpu),
+def fuse_missing():
+    """Why the executive receiver cannot run (an RT task serves /dev/rtfN
+    over FUSE), or None."""
+    try:
+        os.close(os.open("/dev/fuse", os.O_RDWR))
+        return None
+    except OSError as e:
+        return (f"/dev/fuse does not open ({e.strerror}): an RT task serves /dev/rtfN over FUSE "
+                "(modprobe fuse; in a container: --device /dev/fuse)")
+
+
+def command(a, out_json, cpu, receivers):
+    cmd = [paths.program("evlat"), "-C", "-l", ",".join(LOADS), "-R", ",".join(receivers),
+           "-j", out_json, "-c", str(cpu),
            "-n", str(a.samples or (15 if a.quick else 200)), "-r", str(a.repeat_evlat)]
     if a.housekeeping:
         cmd += ["-H", str(min(a.housekeeping))]
@@ -117,7 +129,12 @@ class Controller:
 
 
 def ratio(x, y):
-    return f"{x / y:.2f}" if y else "-"
+    return f"{x / y:.2f}" if x and y else "-"
+
+
+def ratios(a, b):
+    """p50 / p99.9 / max of cell a over cell b."""
+    return " / ".join(ratio(a.get(p, 0), b.get(p, 0)) for p in ("p50", "p99.9", "max"))
 
 
 def summary(doc):
@@ -133,25 +150,25 @@ def summary(doc):
              "|---|---|---|---|---|---|---|---|"]
     for load, recv in cells.items():
         for r in RECEIVERS:
+            if r not in recv:
+                lines.append(f"| {load} | {r} ({WHAT[r]}) | not measured: {doc['not_measured'].get(r)} |")
+                continue
             c = recv[r]
             v = [f"{c[p]:,}" if p in c else "-" for p in PCTS]
             lines.append(f"| {load} | {r} ({WHAT[r]}) | {c['events']} | {c['missed']} | " + " | ".join(v) + " |")
     lines += ["", "Ratios (p50 / p99.9 / max):", "",
-              "| load | process / same (address spaces) | executive / same | futex / same | eventfd / same "
-              "| same under load / same idle (caches) |",
+              "| load | process / same (address spaces) | executive / process (the executive) "
+              "| futex / same | eventfd / same (Linux / detached) | same under load / same idle (caches) |",
               "|---|---|---|---|---|---|"]
-    idle = cells.get("idle", {}).get("same")
+    idle = cells.get("idle", {}).get("same", {})
     for load, recv in cells.items():
-        s = recv["same"]
-        if "p50" not in s:
-            continue
-        row = [" / ".join(ratio(recv[r].get(p, 0), s[p]) for p in ("p50", "p99.9", "max"))
-               for r in ("process", "executive", "futex", "eventfd")]
-        cache = (" / ".join(ratio(s[p], idle[p]) for p in ("p50", "p99.9", "max"))
-                 if idle and "p50" in idle else "-")
-        lines.append(f"| {load} | " + " | ".join(row) + f" | {cache} |")
-    lines += ["", f"The executive's switch between two RT threads: {doc['executive_switch_ns']:.0f} ns "
-              f"({doc['executive_switch_cycles']:.0f} cycles), no kernel entry.", "",
+        s, none = recv["same"], {}
+        row = [ratios(recv.get("process", none), s), ratios(recv.get("executive", none), recv.get("process", none)),
+               ratios(recv.get("futex", none), s), ratios(recv.get("eventfd", none), s), ratios(s, idle)]
+        lines.append(f"| {load} | " + " | ".join(row) + " |")
+    sw = (f"{doc['executive_switch_ns']:.0f} ns ({doc['executive_switch_cycles']:.0f} cycles), no kernel entry"
+          if doc["executive_switch_ns"] > 0 else "not measured")
+    lines += ["", f"The executive's switch between two RT threads: {sw}.", "",
               "Seed 003's conclusion: the delay and jitter that address spaces add to interrupt "
               "response are about those of caches, or smaller. Here: compare the column "
               "process / same (another address space) with same under load / same idle (caches).", ""]
@@ -207,6 +224,8 @@ def plots(doc, outdir):
     for load, recv in doc["cells"].items():
         fig, ax = plt.subplots(figsize=(7, 3.5), dpi=90)
         for r in RECEIVERS:
+            if r not in recv:
+                continue
             s = np.asarray(recv[r]["samples_ns"], dtype=np.float64)
             if len(s) == 0:
                 continue
@@ -235,9 +254,11 @@ def run(a):
     part = system.Partition(paths.detach_bin(), cpu, restorer, not a.no_isolate and os.geteuid() == 0)
     hk = set(a.housekeeping or (os.sched_getaffinity(0) - {cpu}))
     ctl = Controller(a, cpu, hk)
+    not_measured = {"executive": fuse_missing()} if fuse_missing() else {}
+    receivers = [r for r in RECEIVERS if r not in not_measured]
     try:
         entered = part.enter()
-        p = subprocess.Popen(command(a, out_json, cpu), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        p = subprocess.Popen(command(a, out_json, cpu, receivers), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              text=True, bufsize=1)
         try:
             ctl.serve(p)
@@ -250,7 +271,7 @@ def run(a):
         raise BenchError(f"{prog} failed (exit {rc})")
     with open(out_json) as f:
         doc = json.load(f)
-    doc.update(ctl.report())
+    doc.update(ctl.report(), not_measured=not_measured)
     with open(out_json, "w") as f:
         json.dump(doc, f)
     doc["partition"] = f"detach isolate -c {cpu}" if entered else part.why

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #define IPC_DIR          REGISTRY_DIR "/ipc"
+#define IPC_SHM_SUFFIX   ".shm"         /* a region NAME is the file IPC_DIR/NAME.shm */
 #define IPC_NAME_MAX     128            /* bytes of a name, [A-Za-z0-9._-], not starting with '.' */
 #define IPC_VERSION      1
 #define CHAN_MAGIC       0x314e414843544400ull   /* "\0DTCHAN1" */

@@ -34,7 +34,7 @@ DT_API int dt_shm_open(const char *name, int flags, size_t bytes, void **addr)
 	if (!(r = malloc(sizeof(*r))))
 		return -ENOMEM;
 	/* created with no size: there is nothing to map */
-	err = ipc_open_file(name, ".shm", (flags & DT_CHAN_CREATE) && size, size, SHM_MAX_BYTES, NULL, 0, &p, &got,
+	err = ipc_open_file(name, IPC_SHM_SUFFIX, (flags & DT_CHAN_CREATE) && size, size, SHM_MAX_BYTES, NULL, 0, &p, &got,
 			    &created);
 	if (!err && !created && size > got) {
 		munmap(p, got);
@@ -75,5 +75,5 @@ DT_API int dt_shm_close(void *addr)
 
 DT_API int dt_shm_unlink(const char *name)
 {
-	return ipc_unlink(name, ".shm", false);
+	return ipc_unlink(name, IPC_SHM_SUFFIX, false);
 }

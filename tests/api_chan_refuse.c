@@ -4,9 +4,9 @@
  * taken over from a dead one, put without a consumer (-EPIPE), into a full
  * ring (-EAGAIN, nothing written), too large (-EMSGSIZE), get of an empty
  * channel (-EAGAIN, -ETIMEDOUT), into a short buffer (-EMSGSIZE, the
- * message stays), without a producer (-EPIPE); a byte stream's
- * all-or-nothing puts and partial gets; the files live in
- * /dev/shm/detach/ipc/ and unlink removes them.  Linked into a plain
+ * message stays), without a producer (-EPIPE), a file of an older layout
+ * (-EINVAL); a byte stream's all-or-nothing puts and partial gets; the
+ * files live in /dev/shm/detach/ipc/ and unlink removes them.  Linked into a plain
  * program the library is inert until a channel is opened: one thread, no
  * SIGSYS handler; the first open adds the watcher thread, nothing else. */
 #include "helpers/t_chan.h"
@@ -137,6 +137,26 @@ static void roles(void)
 	t_check(access(path, F_OK) != 0, "%s outlived unlink", path);
 }
 
+/* A channel file of the layout before this one (version 1, magic
+ * "\0DTCHAN1", the same size): refused, not misread. */
+static void old_layout(void)
+{
+	struct { uint64_t magic; uint32_t version, flags; uint64_t ring_bytes; } v1 = { 0x314e414843544400ull, 1, 0, 4096 };
+	struct dt_chan *c;
+	char path[256];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s.chan", IPC_DIR, name);
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+	t_check(fd >= 0 && ftruncate(fd, CHAN_HDR_BYTES + 4096) == 0 && write(fd, &v1, sizeof(v1)) == sizeof(v1),
+		"writing %s", path);
+	if (fd >= 0)
+		close(fd);
+	EXPECT_ERR(dt_chan_open(name, DT_CHAN_CONSUMER, 0, &c), -EINVAL);
+	EXPECT_ERR(dt_chan_open(name, DT_CHAN_CREATE | DT_CHAN_PRODUCER, 0, &c), -EINVAL);
+	EXPECT_ERR(dt_chan_unlink(name), 0);
+}
+
 /* DT_CHAN_STREAM: bytes, RT-FIFO style: a put is all or nothing, a get
  * takes what is there up to len, across puts. */
 static void stream(void)
@@ -252,6 +272,7 @@ int main(void)
 	dt_chan_unlink(name);
 	names_and_flags();
 	roles();
+	old_layout();
 	stream();
 	permission();
 	bells_and_regions();

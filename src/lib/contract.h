@@ -20,12 +20,13 @@
 #define ENV_CPUTIME      "DETACH_CPUTIME"      /* the runtime's CPU time and the kept RLIMIT_CPU, across exec */
 #define ENV_SCHED        "DETACH_SCHED"        /* the detached thread's own scheduling settings, across exec */
 #define ENV_KEEP_POLICY  "DETACH_KEEP_POLICY"  /* 1: scheduling requests of detached threads for real */
+#define ENV_SECCOMP      "DETACH_SECCOMP"      /* a descriptor holding the exec'ing thread's seccomp filters */
 
 /* Every variable above, for scrubbing and re-injection. */
 #define CONTRACT_VARS { ENV_PID, ENV_CPUS, ENV_HOUSEKEEPING, ENV_POLICY, ENV_MLOCK, \
 			ENV_STATS, ENV_MODE, ENV_PROXY, ENV_PRELOAD_WAS, ENV_VERBOSE, ENV_HOME_CPUSET, \
-			ENV_SELECT, ENV_CPUTIME, ENV_SCHED, ENV_KEEP_POLICY }
-#define CONTRACT_NVARS 15
+			ENV_SELECT, ENV_CPUTIME, ENV_SCHED, ENV_KEEP_POLICY, ENV_SECCOMP }
+#define CONTRACT_NVARS 16
 
 /* Where running detached processes publish their live statistics
  * (`detach ps` reads them): REGISTRY_DIR/<pid>. */

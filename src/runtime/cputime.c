@@ -30,6 +30,7 @@
  * limit back for real (cputime_child).  The counts and the limit travel
  * across execve in ENV_CPUTIME. */
 #include "runtime/cputime.h"
+#include "runtime/identity.h"
 #include "runtime/stats.h"
 #include "runtime/config.h"
 #include "runtime/env.h"
@@ -311,6 +312,7 @@ void cputime_start(void)
 	}
 	if (pthread_create(&th, NULL, watchdog, NULL))
 		dt_die("cannot start the CPU-time limit's watchdog");
+	pthread_setname_np(th, "detach-watchdog");     /* the runtime's: not the program's (sandbox.c) */
 	pthread_detach(th);
 }
 
@@ -341,14 +343,6 @@ void cputime_child(void)
 		sys_call4(SYS_prlimit64, 0, RLIMIT_CPU, &app_cpu_limit, NULL);
 }
 
-static bool has_cap_sys_resource(void)
-{
-	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
-	struct __user_cap_data_struct d[2];
-
-	return sys_call2(SYS_capget, &h, d) == 0 && (d[0].effective & (1u << CAP_SYS_RESOURCE));
-}
-
 /* getrlimit, setrlimit, prlimit64 of RLIMIT_CPU of this process, while
  * the runtime keeps it: the program's own, checked as the kernel would. */
 long do_rlimit(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
@@ -372,7 +366,7 @@ long do_rlimit(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	}
 	if (want && want->rlim_cur > want->rlim_max)
 		return -EINVAL;
-	if (want && want->rlim_max > app_cpu_limit.rlim_max && !has_cap_sys_resource())
+	if (want && want->rlim_max > app_cpu_limit.rlim_max && !thread_capable(CAP_SYS_RESOURCE))
 		return -EPERM;
 	if (old)
 		*old = app_cpu_limit;

@@ -17,6 +17,7 @@
 #include "runtime/cputime.h"
 #include "runtime/identity.h"
 #include "runtime/lifecycle.h"
+#include "runtime/sandbox.h"
 #include "runtime/sched.h"
 #include "runtime/seccomp.h"
 #include "runtime/signals.h"
@@ -210,7 +211,7 @@ bool dispatch_general_only(long nr)
 	return nr == SYS_gettid || (r->action == FORWARD && !r->path_arg);
 }
 
-long dt_dispatch(struct dt_thread *t, long nr, long a[6], ucontext_t *uc)
+long dt_dispatch(struct dt_thread *t, long nr, long a[6], uintptr_t ip, ucontext_t *uc)
 {
 	const struct rule *r = (unsigned long)nr < DT_NR_SYSCALLS ? &rules[nr] : &rules[0];
 	long b[6];
@@ -223,6 +224,18 @@ long dt_dispatch(struct dt_thread *t, long nr, long a[6], ucontext_t *uc)
 			detach_thread(t, t->pending_cpu);
 		else
 			observe_call(t, nr, a);
+	}
+	if (t->filters) {
+		/* the program's seccomp filters judge its call, wherever it runs */
+		long ret;
+		switch (sandbox_judge(t, nr, a, ip, uc, &ret)) {
+		case SANDBOX_RUN:
+			break;
+		case SANDBOX_DONE:
+			return ret;
+		case SANDBOX_END_THREAD:
+			return do_exit(t, SYS_exit, (long[6]){ SIGSYS }, uc);
+		}
 	}
 	if ((unsigned long)nr >= DT_NR_SYSCALLS)
 		return forward(t, nr, a);       /* the kernel will say ENOSYS */

@@ -4,12 +4,14 @@
 #define DETACH_RUNTIME_DISPATCH_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <ucontext.h>
 
 #include "runtime/thread.h"
 
-/* One call of a detached thread; uc is its signal context. */
-long dt_dispatch(struct dt_thread *t, long nr, long a[6], ucontext_t *uc) DT_HIDDEN;
+/* One call of a detached thread, made at ip (the address after its
+ * `syscall`, as the kernel reports it); uc is its signal context. */
+long dt_dispatch(struct dt_thread *t, long nr, long a[6], uintptr_t ip, ucontext_t *uc) DT_HIDDEN;
 /* The call's handling needs no vector register (trampoline.S skips xsave). */
 bool dispatch_general_only(long nr) DT_HIDDEN;
 

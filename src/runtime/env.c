@@ -6,6 +6,7 @@
 #include "runtime/env.h"
 #include "runtime/config.h"
 #include "runtime/cputime.h"
+#include "runtime/sandbox.h"
 #include "runtime/sched.h"
 #include "lib/contract.h"
 #include "lib/elf.h"
@@ -16,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 
 static char *saved[CONTRACT_NVARS];   /* "NAME=value", for re-injection */
@@ -135,23 +138,32 @@ static void raw_close(long fd)
 
 /* A static image cannot take the runtime: it would run undetached without
  * a word.  Said as `detach run` says it of a static program named directly
- * (the exec may still fail: then the program learns why from its errno). */
-static void warn_if_static(long nr, const long a[6])
+ * (the exec may still fail: then the program learns why from its errno).
+ * True when the image will not load the runtime: static, or set-user-ID or
+ * set-group-ID without no_new_privs (the loader's secure mode drops our
+ * LD_PRELOAD entry). */
+static bool without_runtime(long nr, const long a[6])
 {
 	static const struct file_ops raw_file = { raw_open, raw_pread, raw_close };
 	int dirfd = nr == SYS_execve ? AT_FDCWD : (int)a[0];
 	const char *path = (const char *)(nr == SYS_execve ? a[0] : a[1]);
 
+	struct stat st;
+
 	if (!path)
-		return;
+		return false;
 	if (path[0] && sys_call4(SYS_faccessat, dirfd, path, X_OK, 0) < 0)
-		return;                         /* the exec fails: nothing runs */
+		return false;                   /* the exec fails: nothing runs */
 	if (!path[0] && !(nr == SYS_execveat && (a[4] & AT_EMPTY_PATH)))
-		return;
+		return false;
+	if (sys_call4(SYS_newfstatat, dirfd, path, &st, path[0] ? 0 : AT_EMPTY_PATH) == 0 &&
+	    (st.st_mode & (S_ISUID | S_ISGID)) && sys_call2(SYS_prctl, PR_GET_NO_NEW_PRIVS, 0) != 1)
+		return true;
 	if (!exec_is_static(dirfd, path, &raw_file))
-		return;
+		return false;
 	dt_warn("%s is statically linked: the runtime cannot be preloaded into it, so it runs undetached",
 		path[0] ? path : "the program");
+	return true;
 }
 
 /* v in decimal at p, then end; returns the position after end.  Safe in
@@ -176,11 +188,13 @@ long env_execve(long nr, long a[6])
 	const char *app_preload = NULL;
 	size_t n = 0, size, at = 0;
 	char **out, *preload, *was, *p;
-	long ret, b[6];
+	long ret, b[6], fd = -1;
+	bool bare;
 
 	for (char **e = envp; e && *e; e++)
 		n++;
-	size = (n + CONTRACT_NVARS + 3) * sizeof(char *) + 2 * 8192 + CPUTIME_ENV_MAX + SCHED_ENV_MAX;
+	size = (n + CONTRACT_NVARS + 3) * sizeof(char *) + 2 * 8192 + CPUTIME_ENV_MAX + SCHED_ENV_MAX +
+	       SANDBOX_ENV_MAX;
 	out = (char **)sys_call6(SYS_mmap, 0, (long)size, PROT_READ | PROT_WRITE,
 				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if ((long)out < 0 && (long)out > -4096)
@@ -207,7 +221,7 @@ long env_execve(long nr, long a[6])
 	}
 	for (int i = 0; i < nsaved; i++)
 		if (!starts_with_var(saved[i], ENV_PRELOAD_WAS) && !starts_with_var(saved[i], ENV_CPUTIME) &&
-		    !starts_with_var(saved[i], ENV_SCHED))
+		    !starts_with_var(saved[i], ENV_SCHED) && !starts_with_var(saved[i], ENV_SECCOMP))
 			out[at++] = saved[i];
 	/* as of now: the runtime's CPU time, the thread's scheduling settings */
 	cputime_to_env(dt_self, was + 8192);
@@ -230,12 +244,21 @@ long env_execve(long nr, long a[6])
 		out[at++] = was;
 	}
 	out[at++] = preload;
-	out[at] = NULL;
 
-	warn_if_static(nr, a);
+	/* The program's seccomp filters: to the new runtime, or, for an image
+	 * that will not load it, to the kernel right before the exec. */
+	bare = without_runtime(nr, a);
+	if (dt_self->filters && bare)
+		sandbox_to_kernel(dt_self->filters, false);
+	else if (dt_self->filters && (fd = sandbox_to_env(dt_self, was + 8192 + CPUTIME_ENV_MAX + SCHED_ENV_MAX)) >= 0)
+		out[at++] = was + 8192 + CPUTIME_ENV_MAX + SCHED_ENV_MAX;
+	out[at] = NULL;
 	memcpy(b, a, sizeof(b));
 	b[nr == SYS_execve ? 2 : 3] = (long)out;
 	ret = sys_call6(nr, b[0], b[1], b[2], b[3], b[4], b[5]);
-	sys_call2(SYS_munmap, out, size);   /* only reached when exec failed */
+	/* only reached when exec failed */
+	if (fd >= 0)
+		sys_call1(SYS_close, fd);
+	sys_call2(SYS_munmap, out, size);
 	return ret;
 }

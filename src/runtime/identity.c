@@ -4,6 +4,7 @@
 #include "runtime/identity.h"
 #include "runtime/seccomp.h"
 
+#include <linux/capability.h>
 #include <linux/futex.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -32,11 +33,10 @@ long do_prctl(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	long ret;
 
 	(void)uc;
-	if (a[0] == PR_SET_SECCOMP && a[1] == 1 /* SECCOMP_MODE_STRICT */)
-		return seccomp_refuse_strict(t, nr);
+	if (a[0] == PR_SET_SECCOMP || a[0] == PR_GET_SECCOMP)
+		return seccomp_prctl(t, nr, a);
 	ret = local_call(t, nr, a);
 	switch (a[0]) {
-	case PR_SET_SECCOMP:
 	case PR_SET_NO_NEW_PRIVS:
 	case PR_CAPBSET_DROP:
 	case PR_SET_KEEPCAPS:
@@ -46,6 +46,14 @@ long do_prctl(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 			proxy_forward(t, nr, a);
 	}
 	return ret;
+}
+
+bool thread_capable(int cap)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+
+	return sys_call2(SYS_capget, &h, d) == 0 && (d[cap / 32].effective & (1u << (cap % 32)));
 }
 
 long do_gettid(struct dt_thread *t, long nr, long *a, ucontext_t *uc)

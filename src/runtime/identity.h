@@ -3,8 +3,13 @@
 #ifndef DETACH_RUNTIME_IDENTITY_H
 #define DETACH_RUNTIME_IDENTITY_H
 
+#include <stdbool.h>
+
 #include "runtime/call.h"
 
 DT_HIDDEN call_fn do_capset, do_futex, do_prctl, do_gettid, do_getcpu, do_sched_yield;
+
+/* The calling thread has capability cap in its effective set. */
+bool thread_capable(int cap) DT_HIDDEN;
 
 #endif

@@ -19,6 +19,7 @@
 #include "runtime/env.h"
 #include "runtime/intercept.h"
 #include "runtime/rewrite.h"
+#include "runtime/sandbox.h"
 #include "runtime/sched.h"
 #include "runtime/stats.h"
 #include "runtime/threads.h"
@@ -124,6 +125,8 @@ static bool under_valgrind(void)
 __attribute__((constructor)) static void dt_init(void)
 {
 	bool mine = read_contract();
+	/* the filters of the image before execve judge this one's calls */
+	const struct sandbox_filter *carried = mine ? sandbox_from_env(env_get(ENV_SECCOMP)) : NULL;
 	int err;
 
 	env_scrub();
@@ -138,6 +141,7 @@ __attribute__((constructor)) static void dt_init(void)
 	if ((err = runtime_start()))
 		dt_die("cannot start: %s", strerror(-err));
 	start_threads();
+	dt_self->filters = carried;
 }
 
 /* `detach pid` and `detach ctl` (src/cli/pid_op.c): loaded by dlopen into a

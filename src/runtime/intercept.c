@@ -24,6 +24,7 @@
 #include "runtime/dispatch.h"
 #include "runtime/proxy.h"
 #include "runtime/rewrite.h"
+#include "runtime/signals.h"
 #include "runtime/stack.h"
 #include "runtime/sud.h"
 
@@ -76,50 +77,6 @@ bool intercept_own_sigtrap(void)
 	return sys_call4(SYS_rt_sigaction, SIGTRAP, &sigtrap_action, NULL, 8) == 0;
 }
 
-/* A signal of ours that is not for the runtime (a SIGSYS that is no
- * Syscall User Dispatch trap nor proxy interrupt: seccomp's
- * SECCOMP_RET_TRAP, a kill -SYS; a SIGTRAP that is no pending patch: the
- * program's own int3, a kill -TRAP) goes where the program wanted it, as
- * the kernel would have delivered it. */
-static void chain_app(struct ksigaction *app, int sig, siginfo_t *si, void *ctx)
-{
-	void *h = app->handler;
-	unsigned long flags = app->flags;
-	uint64_t mask = app->mask & ~((1ull << (SIGSYS - 1)) | (1ull << (SIGTRAP - 1)));
-
-	/* A trap the kernel raises (int3) can be neither ignored nor blocked:
-	 * force_sig makes it take the default action.  (Blocked as the program
-	 * believes: the thread never blocks SIGTRAP for real, kept_open.) */
-	bool forced = sig == SIGTRAP && si->si_code == SI_KERNEL;
-	if (forced && dt_self && (dt_self->app_blocked_open & (1ull << (SIGTRAP - 1))))
-		h = SIG_DFL;
-	if (h == SIG_IGN && !forced)
-		return;
-	if (h == SIG_IGN)
-		h = SIG_DFL;
-	/* The program's handler is about to run: our SA_RESTART is not its */
-	if (h != SIG_DFL && !(flags & SA_RESTART) && frame_restart_pending(ctx))
-		frame_end_with_eintr(ctx);
-	if (h == SIG_DFL) {
-		/* The default action: restore it and let the signal kill us. */
-		struct ksigaction dfl = { .handler = SIG_DFL };
-		sys_call4(SYS_rt_sigaction, sig, &dfl, NULL, 8);
-		sys_call3(SYS_tgkill, sys_call0(SYS_getpid), sys_call0(SYS_gettid), sig);
-		return;
-	}
-	if (flags & SA_RESETHAND)
-		app->handler = SIG_DFL;
-	/* The handler's mask, as the kernel would block it (our own two
-	 * signals stay open: see sud_install); our rt_sigreturn restores the
-	 * frame's. */
-	if (mask)
-		sys_call4(SYS_rt_sigprocmask, SIG_BLOCK, &mask, NULL, 8);
-	if (flags & SA_SIGINFO)
-		((void (*)(int, siginfo_t *, void *))h)(sig, si, ctx);
-	else
-		((void (*)(int))h)(sig);
-}
-
 /* A thread met the int3 of a site being rewritten (rewrite.c stages the
  * patch with it), or a SIGTRAP that is the program's. */
 static void sigtrap_handler(int sig, siginfo_t *si, void *ctx)
@@ -129,7 +86,7 @@ static void sigtrap_handler(int sig, siginfo_t *si, void *ctx)
 			dt_self->stats->int3_hits++;
 		return;
 	}
-	chain_app(&dt_app_sigtrap, sig, si, ctx);
+	signal_deliver_app(&dt_app_sigtrap, sig, si, ctx, si->si_code == SI_KERNEL);
 }
 
 static void sigsys_handler(int sig, siginfo_t *si, void *ctx)
@@ -143,7 +100,7 @@ static void sigsys_handler(int sig, siginfo_t *si, void *ctx)
 		if (dt_is_proxy && si->si_code == SI_QUEUE && si->si_pid == dt_cfg.pid)
 			proxy_interrupt_taken(uc);
 		else
-			chain_app(&dt_app_sigsys, sig, si, ctx);
+			signal_deliver_app(&dt_app_sigsys, sig, si, ctx, false);
 		return;
 	}
 	if (!t)
@@ -167,6 +124,6 @@ static void sigsys_handler(int sig, siginfo_t *si, void *ctx)
 	a[3] = g[REG_R10];
 	a[4] = g[REG_R8];
 	a[5] = g[REG_R9];
-	g[REG_RAX] = dt_dispatch(t, si->si_syscall, a, uc);
+	g[REG_RAX] = dt_dispatch(t, si->si_syscall, a, (uintptr_t)g[REG_RIP], uc);
 	stack_on_return(t, uc);
 }

@@ -125,6 +125,8 @@ long do_clone(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 		if (flags & CLONE_VFORK)
 			parent_uc = child_uc;
 	}
+	if (child_uc)   /* the child's inheritance (stubs.S): the filters are never freed */
+		((const void **)child_uc)[-1] = t->filters;
 	count(t, nr, &t->stats->local);
 	ret = sys_clone_resume(nr, a[0], a[1], a[2], a[3], a[4], child_uc, parent_uc);
 	if (ret > 0 && !(flags & CLONE_VFORK))
@@ -133,7 +135,7 @@ long do_clone(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 		/* a fork child: private memory, back here.  It runs undetached,
 		 * with the mask its program believes in (kept_open) */
 		*(uint64_t *)&uc->uc_sigmask |= t->app_blocked_open;
-		dt_fork_child();
+		dt_fork_child(t->filters);
 	}
 	else if (flags & CLONE_VFORK)
 		dt_vfork_parent_resumed();

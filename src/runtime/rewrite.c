@@ -461,7 +461,7 @@ long dt_trampoline_dispatch(long nr, long *a, long *retrap, uintptr_t ret)
 	/* a copy: the dispatch may rewrite arguments, the slots behind a are
 	 * what the program's registers are restored from */
 	long args[6] = { a[0], a[1], a[2], a[3], a[4], a[5] };
-	r = dt_dispatch(t, nr, args, NULL);
+	r = dt_dispatch(t, nr, args, ret, NULL);
 	if (t->need_trap) {
 		t->need_trap = false;
 		*retrap = 1;

@@ -14,6 +14,7 @@
  * see and change the kernel's.  `detach run --keep-policy` (ENV_KEEP_POLICY)
  * applies the requests for real instead. */
 #include "runtime/sched.h"
+#include "runtime/identity.h"
 #include "runtime/config.h"
 #include "runtime/env.h"
 #include "lib/contract.h"
@@ -55,14 +56,6 @@ static bool names_self(const struct dt_thread *t, long pid)
 
 /* ---- the kernel's checks (kernel/sched/syscalls.c) ------------------------ */
 
-static bool capable_nice(void)
-{
-	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
-	struct __user_cap_data_struct d[2];
-
-	return sys_call2(SYS_capget, &h, d) == 0 && (d[0].effective & (1u << CAP_SYS_NICE));
-}
-
 static uint64_t rlimit_cur(int res)
 {
 	struct rlimit rl;
@@ -75,7 +68,7 @@ static uint64_t rlimit_cur(int res)
 /* can_nice(): RLIMIT_NICE is 20 - nice */
 static bool can_nice(int nice)
 {
-	return (uint64_t)(20 - nice) <= rlimit_cur(RLIMIT_NICE) || capable_nice();
+	return (uint64_t)(20 - nice) <= rlimit_cur(RLIMIT_NICE) || thread_capable(CAP_SYS_NICE);
 }
 
 static bool dl_params_ok(const struct kernel_sched_attr *a)
@@ -116,7 +109,7 @@ static long set_attr(struct dt_thread *t, struct kernel_sched_attr *a)
 		return -EINVAL;
 	if ((policy == SCHED_DEADLINE && !dl_params_ok(a)) || is_rt(policy) != (a->sched_priority != 0))
 		return -EINVAL;
-	if (!capable_nice()) {
+	if (!thread_capable(CAP_SYS_NICE)) {
 		if (is_fair(policy) && a->sched_nice < s->attr.sched_nice && !can_nice(a->sched_nice))
 			return -EPERM;
 		if (is_rt(policy)) {

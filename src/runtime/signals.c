@@ -190,6 +190,61 @@ long do_sigaltstack(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	return 0;
 }
 
+/* A signal of the runtime's own (SIGSYS, SIGTRAP) that is not for the
+ * runtime (a SIGSYS that is no Syscall User Dispatch trap nor proxy
+ * interrupt: a kill -SYS, or seccomp's SECCOMP_RET_TRAP, sandbox.c; a
+ * SIGTRAP that is no pending patch: the program's own int3, a kill -TRAP)
+ * goes where the program wanted it (app), as the kernel would have
+ * delivered it.  forced: a signal the kernel forces (an int3, seccomp's
+ * TRAP), which can be neither ignored nor blocked: force_sig makes it take
+ * the default action then. */
+void signal_deliver_app(struct ksigaction *app, int sig, siginfo_t *si, void *ctx, bool forced)
+{
+	void *h = app->handler;
+	unsigned long flags = app->flags;
+	uint64_t mask = app->mask & ~((1ull << (SIGSYS - 1)) | (1ull << (SIGTRAP - 1)));
+
+	/* Blocked as the program believes: the thread never blocks SIGSYS nor
+	 * SIGTRAP for real (kept_open). */
+	if (forced && dt_self && (dt_self->app_blocked_open & (1ull << (sig - 1))))
+		h = SIG_DFL;
+	if (h == SIG_IGN && !forced)
+		return;
+	if (h == SIG_IGN)
+		h = SIG_DFL;
+	/* The program's handler is about to run: our SA_RESTART is not its */
+	if (h != SIG_DFL && !(flags & SA_RESTART) && frame_restart_pending(ctx))
+		frame_end_with_eintr(ctx);
+	if (h == SIG_DFL) {
+		signal_die(sig);
+		return;
+	}
+	if (flags & SA_RESETHAND)
+		app->handler = SIG_DFL;
+	/* The handler's mask, as the kernel would block it (our own two
+	 * signals stay open: see sud_install); our rt_sigreturn restores the
+	 * frame's. */
+	if (mask)
+		sys_call4(SYS_rt_sigprocmask, SIG_BLOCK, &mask, NULL, 8);
+	if (flags & SA_SIGINFO)
+		((void (*)(int, siginfo_t *, void *))h)(sig, si, ctx);
+	else
+		((void (*)(int))h)(sig);
+}
+
+/* The default action of sig, for real: restored, and the signal sent to
+ * the calling thread, which takes it on the way out of tgkill (a fatal one
+ * ends the process as natively, with the status a shell shows as 128+sig). */
+void signal_die(int sig)
+{
+	struct ksigaction dfl = { .handler = SIG_DFL };
+	uint64_t bit = 1ull << (sig - 1);
+
+	sys_call4(SYS_rt_sigaction, sig, &dfl, NULL, 8);
+	sys_call4(SYS_rt_sigprocmask, SIG_UNBLOCK, &bit, NULL, 8);
+	sys_call3(SYS_tgkill, sys_call0(SYS_getpid), sys_call0(SYS_gettid), sig);
+}
+
 long do_sigsuspend(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
 	uint64_t set;

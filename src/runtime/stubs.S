@@ -84,6 +84,9 @@ sys_sigreturn_at:
  * so that it never competes with the detached thread on its CPU
  * (sys_on_clone_child: threads.c's dt_child_placement, registered at start;
  * a pointer, because this layer calls nothing above it).
+ * The word just below the frame copy is what the child inherits (the
+ * parent's seccomp filters, lifecycle.c): it is the argument of
+ * sys_on_clone_child.
  * A vfork parent (parent_uc != 0) finds its stack used by the child: it too
  * leaves through the frame copy, with rax = the child's pid.
  * child_uc and parent_uc travel in rbx and r12: callee-saved registers that
@@ -120,6 +123,7 @@ sys_clone_resume:
 	 * program's yet; in the vfork buffer, the rest of the buffer. */
 	leaq -64(%rbx), %rsp
 	andq $-16, %rsp
+	movq -8(%rbx), %rdi
 	call *sys_on_clone_child(%rip)
 	movq %rbx, %rsp
 	movl $NR_rt_sigreturn, %eax

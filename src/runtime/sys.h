@@ -31,8 +31,9 @@ extern const char sys_proxy_call_check[], sys_proxy_call_insn[], sys_proxy_call_
 long sys_clone_resume(long nr, long a1, long a2, long a3, long a4, long a5,
 		      void *child_uc, void *parent_uc) DT_HIDDEN;
 /* What sys_clone_resume calls in a child that shares our memory, first of
- * all, and in a vfork parent resumed (set at start by init.c). */
-extern void (*sys_on_clone_child)(void) DT_HIDDEN;
+ * all, with the word below child_uc (what the child inherits), and in a
+ * vfork parent resumed (set at start by init.c). */
+extern void (*sys_on_clone_child)(const void *inherit) DT_HIDDEN;
 extern void (*sys_on_vfork_parent)(void) DT_HIDDEN;
 extern const char __start_detach_allow[], __stop_detach_allow[] DT_HIDDEN;
 

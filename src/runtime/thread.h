@@ -54,6 +54,8 @@ struct app_sched {
 	cpu_set_t affinity;
 };
 
+struct sandbox_filter;
+
 /* A detached or watched thread: all its mutable state (threads.c owns it). */
 struct dt_thread {
 	struct mailbox mb;
@@ -89,6 +91,9 @@ struct dt_thread {
 					 * kept_open), those the program believes blocked */
 	uint64_t cpu_seen[5][3];        /* CPU times last answered (cputime.c) */
 	struct app_sched app;           /* scheduling settings it believes in */
+	/* the program's seccomp filters, newest first (sandbox.c): NULL, the
+	 * one branch a call pays when there are none */
+	const struct sandbox_filter *filters;
 	struct dt_thread_stats *stats;
 	char path[4096 + 64];           /* /proc/thread-self rewriting */
 	struct dt_thread_stats own_stats; /* counters until a registry slot is had */

@@ -16,6 +16,7 @@
 #include "runtime/cputime.h"
 #include "runtime/memlock.h"
 #include "runtime/placement.h"
+#include "runtime/sandbox.h"
 #include "runtime/sched.h"
 #include "runtime/stack.h"
 #include "runtime/stats.h"
@@ -312,11 +313,11 @@ void start_threads(void)
 /* A fork child of the detached thread: an ordinary process from here on.
  * Runs inside the trap handler of the child, whose Syscall User Dispatch
  * the kernel has already turned off. */
-void dt_fork_child(void)
+void dt_fork_child(const struct sandbox_filter *inherit)
 {
 	dt_self = NULL;
 	dt_cfg.active = false;
-	dt_child_placement();
+	dt_child_placement(inherit);
 }
 
 /* The parent of a vfork child is running again: the child exec'd or left. */
@@ -336,8 +337,10 @@ void place_child(pid_t tid)
 	placement_home(tid);
 }
 
-void dt_child_placement(void)
+void dt_child_placement(const void *inherit)
 {
+	const struct sandbox_filter *filters = inherit;
+
 	/* A child sharing our TLS (vfork, posix_spawn) sees the parent's dt_self:
 	 * it must not take itself for the detached thread (trampoline.S). */
 	if (dt_self) {
@@ -349,8 +352,14 @@ void dt_child_placement(void)
 		cputime_child();        /* a new process */
 	if (!dt_self && dt_observing && dt_cfg.active && !dt_is_proxy) {
 		struct dt_thread *t = thread_alloc();
+		t->filters = filters;   /* judged as its parent's calls were */
 		observe_thread(t);
 		select_new_thread(t);
+	} else if (filters) {
+		/* a thread the runtime will not see (--select first), a fork or
+		 * vfork child: the kernel judges it, as natively.  Last: every
+		 * call from here on is the program's (but our return) */
+		sandbox_to_kernel(filters, true);
 	}
 }
 

@@ -17,8 +17,10 @@ void thread_free(struct dt_thread *t) DT_HIDDEN;
 int claim_cpu(int want) DT_HIDDEN;
 void release_cpu(int cpu) DT_HIDDEN;
 void attach_thread(struct dt_thread *t) DT_HIDDEN;
-void dt_fork_child(void) DT_HIDDEN;
-void dt_child_placement(void) DT_HIDDEN;
+/* A new child of a detached or watched thread, first thing: inherit, the
+ * parent's seccomp filters (sandbox.c). */
+void dt_fork_child(const struct sandbox_filter *inherit) DT_HIDDEN;
+void dt_child_placement(const void *inherit) DT_HIDDEN;
 void place_child(pid_t tid) DT_HIDDEN;
 void dt_vfork_parent_resumed(void) DT_HIDDEN;
 struct dt_thread *thread_find(bool (*want)(const struct dt_thread *t, long key), long key) DT_HIDDEN;

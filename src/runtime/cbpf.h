@@ -1,0 +1,20 @@
+/* Layer 2 (services, docs/architecture.md): classic BPF as seccomp accepts
+ * it, checked and run in user space (cbpf.c).  Nothing here enters the
+ * kernel: cbpf_run is on the interception path. */
+#ifndef DETACH_RUNTIME_CBPF_H
+#define DETACH_RUNTIME_CBPF_H
+
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stdint.h>
+
+#include "runtime/sys.h"
+
+/* Checks a program as the kernel checks a seccomp filter (bpf_check_classic,
+ * then seccomp_check_filter) and rewrites it in place as the kernel does
+ * (the LEN loads become the constant 64).  0 or -EINVAL. */
+int cbpf_check(struct sock_filter *insns, unsigned len) DT_HIDDEN;
+/* Runs a checked program on d: the 32-bit value it returns. */
+uint32_t cbpf_run(const struct sock_filter *insns, const struct seccomp_data *d) DT_HIDDEN;
+
+#endif

@@ -1,7 +1,8 @@
 /* Description: every register the syscall ABI preserves (all but rax, rcx
  * and r11), the vector registers (xmm/ymm, zmm and opmasks where present)
  * and the flags the program can see hold exactly across a raw `syscall` of
- * a detached thread: forwarded, local and emulated calls. */
+ * a detached thread: forwarded, local and emulated calls, and a timed wait
+ * (in sud mode it ends after the trap's return, clock_resume.S). */
 #include "helpers/t_detach.h"
 
 #include <pthread.h>
@@ -155,6 +156,9 @@ int main(int argc, char **argv)
 		/* rt_sigprocmask(SIG_BLOCK, NULL, NULL, 8): local, harmless */
 		const long mask_args[6] = { SIG_BLOCK, 0, 0, 8, -1, -1 };
 		one("rt_sigprocmask, local", SYS_rt_sigprocmask, l, mask_args);
+		static const struct timespec ts = { 0, 200000 };
+		const long sleep_args[6] = { (long)&ts, 0, -1, -1, -1, -1 };
+		one("nanosleep 200 us, timed wait", SYS_nanosleep, l, sleep_args);
 	}
 	return t_detached_done();
 }

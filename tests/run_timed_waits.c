@@ -3,7 +3,9 @@
  * absolute on MONOTONIC, REALTIME and BOOTTIME, usleep, poll, select and
  * ppoll without descriptors) never wake early, and the kernel shows no
  * sleep: no voluntary switch of the detached thread nor of its (spinning)
- * proxy.  A signal ends a sleep with EINTR and the time left, as natively. */
+ * proxy.  A signal ends a sleep with EINTR and the time left, as natively,
+ * also in a sleep's last microseconds (in sud mode they are waited after
+ * the trap's return, clock_resume.S). */
 #include "helpers/t_detach.h"
 
 #include <poll.h>
@@ -144,5 +146,31 @@ int main(int argc, char **argv)
 	errno = 0;
 	r = poll(NULL, 0, 300);
 	t_check(r == -1 && errno == EINTR, "interrupted poll: %d %s", r, strerror(errno));
+
+	/* 15 us sleeps under a 37 us interval timer: signals land in the last
+	 * microseconds of a sleep, and in none at all */
+	struct itimerval fast = { { 0, 37 }, { 0, 37 } }, off = { { 0, 0 }, { 0, 0 } };
+	int intr = 0, bad_rem = 0;
+	early = 0;
+	setitimer(ITIMER_REAL, &fast, NULL);
+	for (int i = 0; i < 1000; i++) {
+		struct timespec q = { 0, 15000 }, left_ts = { 0, 0 };
+		uint64_t deadline = now_ns(CLOCK_MONOTONIC) + 15000;
+		if (nanosleep(&q, &left_ts) == 0) {
+			check_late("nanosleep under signals", CLOCK_MONOTONIC, deadline);
+		} else {
+			intr++;
+			uint64_t now = now_ns(CLOCK_MONOTONIC);
+			if (errno != EINTR || left_ts.tv_sec || left_ts.tv_nsec > 15000 ||
+			    (now < deadline && (uint64_t)left_ts.tv_nsec < deadline - now))
+				bad_rem++;
+		}
+	}
+	setitimer(ITIMER_REAL, &off, NULL);
+	printf("1000 sleeps of 15 us under a 37 us timer: %d interrupted, %d early, %d bad time left\n",
+	       intr, early, bad_rem);
+	t_check(early == 0, "%d sleeps under signals woke early", early);
+	t_check(bad_rem == 0, "%d interrupted sleeps reported a wrong time left", bad_rem);
+	t_check(intr > 0, "no sleep was interrupted: the timer did not reach the thread");
 	return t_detached_done();
 }

@@ -17,6 +17,8 @@
 
 #include <elf.h>
 #include <errno.h>
+#include <stddef.h>
+#include <ucontext.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <poll.h>
@@ -25,6 +27,11 @@
 #include <time.h>
 
 #define CHECK_NS 20000          /* re-read the clock at least this often */
+/* A trapped sleep: the handler's wait ends this long before the deadline,
+ * the rest is waited after its rt_sigreturn (clock_resume.S); longer than
+ * the way back through the kernel takes but in its rarest tails. */
+#define RESUME_NS 20000
+#define RED_ZONE 128
 
 static inline uint64_t ts_ns(const struct timespec *ts)
 {
@@ -97,10 +104,13 @@ long timed_wait_until(struct dt_thread *t, clockid_t clk, uint64_t deadline_ns)
 	for (;;) {
 		if (now >= deadline_ns) {
 			if (t)          /* not the program's CPU time (cputime.c) */
-				t->stats->waited += rdtsc() - c0;
+				t->stats->waited += c - c0;
 			return 0;
 		}
-		/* cycles to go, capped so that the product cannot overflow */
+		/* cycles to go, capped so that the product cannot overflow;
+		 * counted from a TSC read after the clock's: the target is late
+		 * by the tail of that read, never early, so that the read at the
+		 * target finds the deadline passed */
 		uint64_t left = deadline_ns - now;
 		target = c + (left > 1000000000000ull ? 1000000000000ull : left) * hz / 1000000000ull;
 		next = c + check;
@@ -114,6 +124,7 @@ long timed_wait_until(struct dt_thread *t, clockid_t clk, uint64_t deadline_ns)
 			c = rdtsc();
 		} while (c < target && c < next);
 		now = clock_ns(clk);
+		c = rdtsc();
 	}
 }
 
@@ -125,10 +136,50 @@ static long checked_ns(const struct timespec *ts, uint64_t *ns)
 	return 0;
 }
 
+/* The time left until deadline on clk, for a sleep a handler ended. */
+static void write_left(clockid_t clk, uint64_t deadline, struct timespec *rem)
+{
+	uint64_t now = clock_ns(clk), left = now < deadline ? deadline - now : 0;
+
+	rem->tv_sec = (time_t)(left / 1000000000ull);
+	rem->tv_nsec = (long)(left % 1000000000ull);
+}
+
+/* What dt_wait_resume finds at its rsp: the rest of a trapped sleep. */
+struct wait_record {
+	long clk;
+	struct timespec *rem;           /* NULL: none, or an absolute sleep */
+	uint64_t deadline;
+	uintptr_t rip;                  /* the program's, after its `syscall` */
+};
+_Static_assert(sizeof(struct wait_record) == 32 && offsetof(struct wait_record, rip) == 24,
+	       "RECORD and R_RIP in clock_resume.S");
+extern const char dt_wait_resume[] DT_HIDDEN;
+
+/* Whether the sleep that trapped with frame uc may end after the trap's
+ * return, in dt_wait_resume: only the vDSO's clock is read there (no
+ * vector register is saved), and it runs on the trampoline's half of the
+ * runtime's stack, which must be free (clock_resume.S). */
+static bool can_resume(const struct dt_thread *t, const ucontext_t *uc)
+{
+	uintptr_t sp;
+
+	if (!uc || !vdso_gettime || t->depth > 0 || t->vfork_child || !t->stack_hi)
+		return false;
+	sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+	return sp - t->stack_lo >= t->stack_hi - t->stack_lo &&
+	       sp - t->app_ss_lo >= t->app_ss_hi - t->app_ss_lo;
+}
+
 /* clock_nanosleep(clk, flags, req, rem); nanosleep(req, rem) is
- * clock_nanosleep(CLOCK_MONOTONIC, 0, req, rem). */
+ * clock_nanosleep(CLOCK_MONOTONIC, 0, req, rem).  uc: the trap's frame
+ * (NULL through a rewritten site).  A trapped sleep waits here until
+ * RESUME_NS before its deadline and leaves the rest to dt_wait_resume, so
+ * that the kernel's way back from the trap is not between the deadline and
+ * the program: the frame resumes there with the record below the
+ * program's red zone (the program's stack is free memory there). */
 long timed_sleep(struct dt_thread *t, clockid_t clk, int flags, const struct timespec *req,
-		 struct timespec *rem)
+		 struct timespec *rem, ucontext_t *uc)
 {
 	uint64_t ns, start = clock_ns(clk), deadline;
 	long r;
@@ -136,12 +187,35 @@ long timed_sleep(struct dt_thread *t, clockid_t clk, int flags, const struct tim
 	if ((r = checked_ns(req, &ns)))
 		return r;
 	deadline = (flags & TIMER_ABSTIME) ? ns : start + ns;
-	r = timed_wait_until(t, clk, deadline);
-	if (r == -EINTR && !(flags & TIMER_ABSTIME) && rem) {
-		uint64_t now = clock_ns(clk), left = now < deadline ? deadline - now : 0;
-		rem->tv_sec = (time_t)(left / 1000000000ull);
-		rem->tv_nsec = (long)(left % 1000000000ull);
+	if (can_resume(t, uc)) {
+		greg_t *g = uc->uc_mcontext.gregs;
+		r = timed_wait_until(t, clk, deadline > RESUME_NS ? deadline - RESUME_NS : 0);
+		if (r == 0) {
+			struct wait_record *w = (struct wait_record *)(g[REG_RSP] - RED_ZONE) - 1;
+			w->clk = clk;
+			w->rem = flags & TIMER_ABSTIME ? NULL : rem;
+			w->deadline = deadline;
+			w->rip = (uintptr_t)g[REG_RIP];
+			g[REG_RSP] = (greg_t)w;
+			g[REG_RIP] = (greg_t)dt_wait_resume;
+			return 0;       /* rax: dt_wait_resume's result replaces it */
+		}
+	} else {
+		r = timed_wait_until(t, clk, deadline);
 	}
+	if (r == -EINTR && !(flags & TIMER_ABSTIME) && rem)
+		write_left(clk, deadline, rem);
+	return r;
+}
+
+/* The rest of a trapped sleep, from dt_wait_resume: the call's result. */
+long timed_wait_resume(struct dt_thread *t, const struct wait_record *w) DT_HIDDEN;
+long timed_wait_resume(struct dt_thread *t, const struct wait_record *w)
+{
+	long r = timed_wait_until(t, (clockid_t)w->clk, w->deadline);
+
+	if (r == -EINTR && w->rem)
+		write_left((clockid_t)w->clk, w->deadline, w->rem);
 	return r;
 }
 

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <sys/time.h>
 #include <time.h>
+#include <ucontext.h>
 
 #include "runtime/thread.h"
 
@@ -15,7 +16,7 @@ bool timed_wait_general_only(void) DT_HIDDEN;
 bool timed_wait_clock_ok(clockid_t clk) DT_HIDDEN;
 long timed_wait_until(struct dt_thread *t, clockid_t clk, uint64_t deadline_ns) DT_HIDDEN;
 long timed_sleep(struct dt_thread *t, clockid_t clk, int flags, const struct timespec *req,
-		 struct timespec *rem) DT_HIDDEN;
+		 struct timespec *rem, ucontext_t *uc) DT_HIDDEN;
 long timed_poll(struct dt_thread *t, long timeout_ms) DT_HIDDEN;
 long timed_select(struct dt_thread *t, struct timeval *tv) DT_HIDDEN;
 long timed_ppoll(struct dt_thread *t, struct timespec *ts) DT_HIDDEN;

@@ -14,6 +14,7 @@
  * dispatch.c (the exceptions in lifecycle.c, signals.c, waits.c, identity.c).
  */
 #include "runtime/init.h"
+#include "runtime/clock.h"
 #include "runtime/config.h"
 #include "runtime/cputime.h"
 #include "runtime/env.h"
@@ -186,6 +187,7 @@ int runtime_start(void)
 	 * TSC only steers timed waits, whose end the clock itself decides
 	 * (clock.c); dt_now_ns() calibrates its own clock at full length. */
 	tsc_calibrate(&dt_cfg.tsc, 2000000);
+	clock_init();                   /* before choose_mode: rewrite.c asks it */
 	cputime_start();                /* may change how proxies wait */
 	choose_mode();
 	sys_on_clone_child = dt_child_placement;

@@ -30,7 +30,6 @@
  */
 #include "runtime/rewrite.h"
 #include "runtime/intercept.h"
-#include "runtime/clock.h"
 #include "runtime/config.h"
 #include "runtime/dispatch.h"
 
@@ -169,7 +168,6 @@ int rewrite_init(void)
 	page[SLED + 11] = 0xff;
 	page[SLED + 12] = 0xe3;
 	vdso_range();
-	clock_init();
 	for (long nr = 0; nr < DT_NR_SYSCALLS; nr++)
 		dt_general_only[nr] = dispatch_general_only(nr);
 	/* Registered once per address space (an execve's new one too): from

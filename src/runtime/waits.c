@@ -11,7 +11,6 @@
 /* Pure sleeps: served by clock.c; anything with descriptors is forwarded. */
 long do_sleep(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
-	(void)uc;
 	if (t->observed)
 		return forward(t, nr, a);
 	switch (nr) {
@@ -20,10 +19,10 @@ long do_sleep(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 			return forward(t, nr, a);
 		count(t, nr, &t->stats->emulated);
 		return timed_sleep(t, (clockid_t)a[0], (int)a[1], (const struct timespec *)a[2],
-				   (struct timespec *)a[3]);
+				   (struct timespec *)a[3], uc);
 	case SYS_nanosleep:
 		count(t, nr, &t->stats->emulated);
-		return timed_sleep(t, CLOCK_MONOTONIC, 0, (const struct timespec *)a[0], (struct timespec *)a[1]);
+		return timed_sleep(t, CLOCK_MONOTONIC, 0, (const struct timespec *)a[0], (struct timespec *)a[1], uc);
 	case SYS_select:
 		if (sigfd_in_fdset((const void *)a[1], a[0]))
 			return local_call(t, nr, a);

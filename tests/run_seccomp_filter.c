@@ -9,8 +9,9 @@
  * flat across 200,000 judged, emulated calls; its stime too in rewrite
  * mode, where such a call never enters the kernel); a fork child, a
  * thread created after install (watched, and under --select first not
- * intercepted at all), a vfork child and the image after execve are still
- * judged. */
+ * intercepted at all), a vfork child and the image after execve (one that
+ * loads the runtime, and a static one) are still judged; KILL_THREAD ends
+ * a thread, and the last one's the process; TSYNC with one thread works. */
 #include "helpers/t_detach.h"
 
 #include <linux/audit.h>
@@ -65,9 +66,13 @@ static int role_errno(void)
 		ON(SYS_getpgid, SECCOMP_RET_TRACE),             /* no tracer: ENOSYS */
 		RET(SECCOMP_RET_ALLOW),
 	};
-	/* a second filter: the stricter action wins whatever the order */
+	/* a second filter (with TSYNC): the stricter action wins whatever the order */
 	struct sock_filter g[] = { LD_NR, ON(SYS_uname, SECCOMP_RET_ERRNO | EACCES), RET(SECCOMP_RET_LOG) };
-	if (INSTALL(f) || INSTALL(g)) { perror("seccomp"); return 1; }
+	struct sock_fprog gp = { .len = sizeof(g) / sizeof(g[0]), .filter = g };
+	if (INSTALL(f) || syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &gp)) {
+		perror("seccomp");      /* TSYNC with one thread: nothing to reach */
+		return 1;
+	}
 	long r1 = syscall(SYS_getppid); int e1 = errno;
 	long r2 = syscall(SYS_uname, NULL); int e2 = errno;
 	long r3 = syscall(SYS_getuid);
@@ -212,6 +217,29 @@ static int role_inherit(const char *self)
 	return 1;
 }
 
+/* KILL_THREAD ends a thread that is not the last, silently; the last
+ * one's takes the process (SIGSYS). */
+static void *doomed(void *arg)
+{
+	syscall(SYS_getppid);
+	printf("the killed thread went on\n");
+	return arg;
+}
+
+static int role_kill_thread(void)
+{
+	struct sock_filter f[] = { LD_NR, ON(SYS_getppid, SECCOMP_RET_KILL_THREAD), RET(SECCOMP_RET_ALLOW) };
+	pthread_t th;
+
+	if (INSTALL(f)) { perror("seccomp"); return 1; }
+	pthread_create(&th, NULL, doomed, NULL);
+	pthread_join(th, NULL);
+	printf("joined the killed thread\n");
+	syscall(SYS_getppid);
+	printf("the last thread went on\n");
+	return 0;
+}
+
 static int role(const char *self, const char *r)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
@@ -225,6 +253,14 @@ static int role(const char *self, const char *r)
 		return role_counters();
 	if (!strcmp(r, "inherit") || !strcmp(r, "inherit-first"))
 		return role_inherit(self);
+	if (!strcmp(r, "kill-thread"))
+		return role_kill_thread();
+	if (!strcmp(r, "exec-static")) {        /* an image that cannot take the runtime */
+		struct sock_filter f[] = { LD_NR, ON(SYS_getppid, SECCOMP_RET_ERRNO | EPERM), RET(SECCOMP_RET_ALLOW) };
+		if (INSTALL(f)) { perror("seccomp"); return 1; }
+		execl(getenv("T_STATIC"), "static", (char *)NULL);
+		return 1;
+	}
 	if (!strcmp(r, "exec")) {
 		long ret = syscall(SYS_getppid);
 		int e = errno;
@@ -272,13 +308,31 @@ static int run(char *self, const char *r, bool detached, char *out, size_t len)
 int main(int argc, char **argv)
 {
 	static const char *const roles[] = { "allow", "deny", "errno", "trap", "counters", "inherit",
-					      "inherit-first" };
-	static const int killed_by[] = { 0, SIGSYS, 0, SIGSYS, 0, 0, 0 };      /* natively */
-	char nat[1024], det[1024];
+					      "inherit-first", "kill-thread", "exec-static" };
+	static const int killed_by[] = { 0, SIGSYS, 0, SIGSYS, 0, 0, 0, SIGSYS, 0 };   /* natively */
+	char nat[1024], det[1024], st[64];
 
 	if (argc > 1)
 		return role(argv[0], argv[1]);
+	/* the static image: calls getppid and says what it got */
+	snprintf(st, sizeof(st), "/tmp/detach-seccomp-static-%d", getpid());
+	char src[80], cmd[256];
+	snprintf(src, sizeof(src), "%s.c", st);
+	FILE *c = fopen(src, "w");
+	if (c) {
+		fputs("#include <errno.h>\n#include <stdio.h>\n#include <string.h>\n#include <sys/syscall.h>\n#include <unistd.h>\n"
+		      "int main(void) { long r = syscall(SYS_getppid); int e = errno;\n"
+		      "\tprintf(\"static image getppid %ld errno %d\\n\", r, e); return 0; }\n", c);
+		fclose(c);
+	}
+	snprintf(cmd, sizeof(cmd), "gcc -static -o %s %s 2>/dev/null", st, src);
+	bool have_static = system(cmd) == 0;
+	setenv("T_STATIC", st, 1);
 	for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++) {
+		if (!strcmp(roles[i], "exec-static") && !have_static) {
+			printf("exec-static: not run: cannot build a static program (libc6-dev)\n");
+			continue;
+		}
 		int sn = run(argv[0], roles[i], false, nat, sizeof(nat));
 		int sd = run(argv[0], roles[i], true, det, sizeof(det));
 
@@ -293,6 +347,8 @@ int main(int argc, char **argv)
 			t_check(!strcmp(nat, det), "%s: output differs", roles[i]);
 		}
 	}
+	unlink(st);
+	unlink(src);
 	t_reap_registry();      /* the killed ones leave their registry file */
 	return t_done();
 }

@@ -20,8 +20,9 @@
  * carried out as kernel/seccomp.c carries it out.  Refused at install, with
  * a line on stderr and EINVAL (what a kernel without the feature says):
  * SECCOMP_FILTER_FLAG_NEW_LISTENER (a supervisor process would answer
- * calls the runtime has to carry out) and SECCOMP_FILTER_FLAG_TSYNC (it
- * would put the filter on the runtime's threads too).
+ * calls the runtime has to carry out) and SECCOMP_FILTER_FLAG_TSYNC in a
+ * program with several threads (the kernel's would reach the runtime's
+ * threads; one the runtime does not see cannot be given the filter).
  *
  * Not a security boundary under detach: the program's code can reach the
  * runtime's memory and its system call stubs.  The filter is what the
@@ -63,6 +64,46 @@ static bool read_program(void *buf, const void *addr, size_t len)
 	return sys_call6(SYS_process_vm_readv, dt_cfg.pid, (long)&local, 1, (long)&remote, 1, 0) == (long)len;
 }
 
+/* Whether the calling thread is the program's only one (KILL_THREAD then
+ * kills the process; TSYNC has no other thread to reach).  The runtime's
+ * own threads (proxies, the channel watcher, the CPU-limit watchdog) are
+ * named detach-*. */
+static bool only_program_thread(void)
+{
+	char buf[4096], path[64] = "/proc/self/task/", comm[8];
+	long fd = sys_call3(SYS_open, path, O_RDONLY | O_DIRECTORY, 0), n;
+	int others = 0;
+
+	if (fd < 0)
+		return true;
+	while ((n = sys_call3(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
+		for (long off = 0; off < n; ) {
+			struct dirent64 *e = (struct dirent64 *)(buf + off);
+			size_t at = 16;         /* after "/proc/self/task/" */
+			long c, got;
+
+			off += e->d_reclen;
+			if (e->d_name[0] == '.')
+				continue;
+			for (const char *s = e->d_name; *s && at < sizeof(path) - 6; )
+				path[at++] = *s++;
+			for (const char *s = "/comm"; *s; )
+				path[at++] = *s++;
+			path[at] = '\0';
+			c = sys_call3(SYS_open, path, O_RDONLY, 0);
+			if (c < 0)
+				continue;       /* gone meanwhile */
+			got = sys_call3(SYS_read, c, comm, 7);
+			sys_call1(SYS_close, c);
+			if (got == 7 && !__builtin_memcmp(comm, "detach-", 7))
+				continue;
+			others++;
+		}
+	}
+	sys_call1(SYS_close, fd);
+	return others <= 1;     /* the caller itself */
+}
+
 long sandbox_install(struct dt_thread *t, unsigned long flags, const void *prog)
 {
 	struct sock_fprog fp;
@@ -83,9 +124,10 @@ long sandbox_install(struct dt_thread *t, unsigned long flags, const void *prog)
 			"which detach cannot keep (the runtime carries out the calls a supervisor would answer): refused with EINVAL");
 		return -EINVAL;
 	}
-	if (flags & SECCOMP_FILTER_FLAG_TSYNC) {
-		dt_warn("the program asks for a seccomp filter on all its threads (SECCOMP_FILTER_FLAG_TSYNC), "
-			"which would put it on the runtime's threads too: refused with EINVAL");
+	if ((flags & SECCOMP_FILTER_FLAG_TSYNC) && !only_program_thread()) {
+		dt_warn("the program asks for a seccomp filter on all its threads (SECCOMP_FILTER_FLAG_TSYNC) "
+			"while it has several, which detach cannot do (the kernel's would reach the runtime's threads, "
+			"and a thread it does not see cannot be given one): refused with EINVAL");
 		return -EINVAL;
 	}
 	/* seccomp_prepare_filter */
@@ -261,45 +303,6 @@ const struct sandbox_filter *sandbox_from_env(const char *v)
 
 /* ---- the actions ----------------------------------------------------------- */
 
-/* Whether the calling thread is the program's last: the kernel's
- * KILL_THREAD then kills the process.  The runtime's own threads (proxies,
- * the channel watcher, the CPU-limit watchdog) are named detach-*. */
-static bool last_program_thread(void)
-{
-	char buf[4096], path[64] = "/proc/self/task/", comm[8];
-	long fd = sys_call3(SYS_open, path, O_RDONLY | O_DIRECTORY, 0), n;
-	int others = 0;
-
-	if (fd < 0)
-		return true;
-	while ((n = sys_call3(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
-		for (long off = 0; off < n; ) {
-			struct dirent64 *e = (struct dirent64 *)(buf + off);
-			size_t at = 16;         /* after "/proc/self/task/" */
-			long c, got;
-
-			off += e->d_reclen;
-			if (e->d_name[0] == '.')
-				continue;
-			for (const char *s = e->d_name; *s && at < sizeof(path) - 6; )
-				path[at++] = *s++;
-			for (const char *s = "/comm"; *s; )
-				path[at++] = *s++;
-			path[at] = '\0';
-			c = sys_call3(SYS_open, path, O_RDONLY, 0);
-			if (c < 0)
-				continue;       /* gone meanwhile */
-			got = sys_call3(SYS_read, c, comm, 7);
-			sys_call1(SYS_close, c);
-			if (got == 7 && !__builtin_memcmp(comm, "detach-", 7))
-				continue;
-			others++;
-		}
-	}
-	sys_call1(SYS_close, fd);
-	return others <= 1;     /* the caller itself */
-}
-
 /* SECCOMP_RET_TRAP: a SIGSYS that the kernel forces on the thread (blocked
  * or ignored, it takes the default action), with si_code SYS_SECCOMP, the
  * filter's data in si_errno, and the registers of the call: rax holds its
@@ -360,7 +363,7 @@ enum sandbox_verdict sandbox_judge(struct dt_thread *t, long nr, const long a[6]
 		}
 		return SANDBOX_DONE;
 	case SECCOMP_RET_KILL_THREAD:
-		if (!last_program_thread())
+		if (!only_program_thread())
 			return SANDBOX_END_THREAD;
 		/* the last thread takes the process with it */
 		__attribute__((fallthrough));

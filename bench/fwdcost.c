@@ -18,7 +18,12 @@
  * (struct mailbox, the same cache-line layout), which runs it and replies;
  * the caller spins on the reply line as a detached thread does.
  *
- *   fwdcost [-n SAMPLES] [-c CPU] [--mailbox CPU] [--json FILE]
+ * --seccomp N: first installs a seccomp filter of N instructions that
+ * allows every call after N - 2 compares of the call's number (an
+ * allowlist's linear scan): natively the kernel runs it at every call,
+ * under detach the runtime does (src/runtime/sandbox.c).
+ *
+ *   fwdcost [-n SAMPLES] [-c CPU] [--mailbox CPU] [--seccomp N] [--json FILE]
  */
 #include "runtime/thread.h"
 #include "lib/stats.h"
@@ -27,9 +32,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -156,6 +164,25 @@ static void summary(struct json *j, const struct result *r, size_t n, const stru
 	free(s);
 }
 
+/* An allow-all filter of n instructions: the call's number, n - 2 compares
+ * that never match, ALLOW. */
+static int install_filter(unsigned n)
+{
+	struct sock_filter *f = calloc(n, sizeof(*f));
+	struct sock_fprog p = { .len = (unsigned short)n, .filter = f };
+	int r;
+
+	if (!f)
+		return -1;
+	f[0] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
+	for (unsigned i = 1; i + 1 < n; i++)
+		f[i] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 100000 + i, 0, 0);
+	f[n - 1] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+	r = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &p);
+	free(f);
+	return r;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -163,6 +190,7 @@ int main(int argc, char **argv)
 		{ "cpu", required_argument, NULL, 'c' },
 		{ "mailbox", required_argument, NULL, 'm' },
 		{ "json", required_argument, NULL, 'j' },
+		{ "seccomp", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -175,26 +203,34 @@ int main(int argc, char **argv)
 	const char *json_path = NULL;
 	size_t n = 100000;
 	int c, cpu = -1, fd;
+	unsigned filter_len = 0;
 	static char buf[4096];
 
 	run_header_init(&h, argc, argv);
-	while ((c = getopt_long(argc, argv, "n:c:m:j:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "n:c:m:j:s:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'n': n = strtoul(optarg, NULL, 10); break;
 		case 'c': cpu = atoi(optarg); break;
 		case 'm': server_cpu = atoi(optarg); break;
 		case 'j': json_path = optarg; break;
+		case 's': filter_len = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'h':
-			printf("usage: fwdcost [-n SAMPLES] [-c CPU] [--mailbox CPU] [--json FILE]\n"
+			printf("usage: fwdcost [-n SAMPLES] [-c CPU] [--mailbox CPU] [--seccomp N] [--json FILE]\n"
 			       "Times getppid and a 4 KiB write to /dev/null, one TSC sample per call;\n"
 			       "then gettid and a plain function call of the same shape (the cost of\n"
 			       "reaching an emulated call), 16 calls a sample.\n"
 			       "--mailbox CPU: getppid and write run on a thread spinning on CPU, handed\n"
-			       "over through the runtime's mailbox layout (the floor of forwarding).\n");
+			       "over through the runtime's mailbox layout (the floor of forwarding).\n"
+			       "--seccomp N: an allow-all seccomp filter of N instructions (N-2 compares)\n"
+			       "judges every call.\n");
 			return 0;
 		default:
 			return 2;
 		}
+	}
+	if (filter_len && (filter_len < 2 || filter_len > BPF_MAXINSNS)) {
+		fprintf(stderr, "fwdcost: error: --seccomp wants 2 to %d instructions\n", BPF_MAXINSNS);
+		return 2;
 	}
 	if (n < 10) {
 		fprintf(stderr, "fwdcost: error: --samples must be at least 10\n");
@@ -216,6 +252,10 @@ int main(int argc, char **argv)
 	h.tsc_hz = clk.hz;
 	if (server_cpu >= 0)
 		start_server();
+	if (filter_len && install_filter(filter_len)) {
+		fprintf(stderr, "fwdcost: error: cannot install a seccomp filter: %s\n", strerror(errno));
+		return 1;
+	}
 	fd = open("/dev/null", O_WRONLY);
 	cached_tid = gettid();
 	for (int i = 0; i < NCALLS; i++) {
@@ -236,6 +276,7 @@ int main(int argc, char **argv)
 	json_object_begin(&j, NULL);
 	json_common_header(&j, &h, 0);
 	json_uint(&j, "samples", n);
+	json_uint(&j, "seccomp_insns", filter_len);
 	for (int i = 0; i < NCALLS; i++)
 		summary(&j, &res[i], n, &clk);
 	json_object_end(&j);

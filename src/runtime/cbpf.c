@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <string.h>
 
 #define MEMWORDS 16          /* BPF_MEMWORDS */
@@ -146,6 +147,47 @@ int cbpf_check(struct sock_filter *f, unsigned len)
 			return -EINVAL;
 	}
 	return 0;
+}
+
+bool cbpf_allows_always(const struct sock_filter *f, unsigned len, int nr, uint32_t arch)
+{
+	uint32_t a = 0;
+
+	for (unsigned pc = 0; pc < len; pc++) {
+		const struct sock_filter *p = &f[pc];
+		bool taken;
+
+		switch (p->code) {
+		case BPF_LD | BPF_W | BPF_ABS:
+			if (p->k == offsetof(struct seccomp_data, nr))
+				a = (uint32_t)nr;
+			else if (p->k == offsetof(struct seccomp_data, arch))
+				a = arch;
+			else
+				return false;   /* an argument or the address: not constant */
+			break;
+		case BPF_ALU | BPF_AND | BPF_K:
+			a &= p->k;
+			break;
+		case BPF_JMP | BPF_JA:
+			pc += p->k;
+			break;
+		case BPF_JMP | BPF_JEQ | BPF_K:
+		case BPF_JMP | BPF_JGE | BPF_K:
+		case BPF_JMP | BPF_JGT | BPF_K:
+		case BPF_JMP | BPF_JSET | BPF_K:
+			taken = BPF_OP(p->code) == BPF_JEQ ? a == p->k :
+				BPF_OP(p->code) == BPF_JGE ? a >= p->k :
+				BPF_OP(p->code) == BPF_JGT ? a > p->k : (a & p->k) != 0;
+			pc += taken ? p->jt : p->jf;
+			break;
+		case BPF_RET | BPF_K:
+			return p->k == SECCOMP_RET_ALLOW;
+		default:
+			return false;           /* anything else: the filter must run */
+		}
+	}
+	return false;
 }
 
 static uint32_t alu(uint16_t op, uint32_t a, uint32_t v)

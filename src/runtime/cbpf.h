@@ -6,6 +6,7 @@
 
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "runtime/sys.h"
@@ -14,6 +15,11 @@
  * then seccomp_check_filter) and rewrites it in place as the kernel does
  * (the LEN loads become the constant 64).  0 or -EINVAL. */
 int cbpf_check(struct sock_filter *insns, unsigned len) DT_HIDDEN;
+/* Whether a checked program returns ALLOW for call nr of arch whatever the
+ * arguments and the address: followed with nr and arch alone, it reaches
+ * RET ALLOW without reading anything else (the kernel's action cache,
+ * seccomp_is_const_allow: such a call need not run the program). */
+bool cbpf_allows_always(const struct sock_filter *insns, unsigned len, int nr, uint32_t arch) DT_HIDDEN;
 /* Runs a checked program on d: the 32-bit value it returns. */
 uint32_t cbpf_run(const struct sock_filter *insns, const struct seccomp_data *d) DT_HIDDEN;
 

@@ -218,13 +218,8 @@ long dt_dispatch(struct dt_thread *t, long nr, long a[6], uintptr_t ip, ucontext
 
 	if (t->evicted)
 		thread_evicted(t);      /* a thread pinned to its CPU took it over */
-	if (t->observed) {
-		/* a watched thread: detached now if a rule chose it, else watched */
-		if (t->pending_cpu >= 0)
-			detach_thread(t, t->pending_cpu);
-		else
-			observe_call(t, nr, a);
-	}
+	if (t->observed && t->pending_cpu >= 0)
+		detach_thread(t, t->pending_cpu);       /* a watched thread a rule chose */
 	if (t->filters) {
 		/* the program's seccomp filters judge its call, wherever it runs */
 		long ret;
@@ -237,6 +232,8 @@ long dt_dispatch(struct dt_thread *t, long nr, long a[6], uintptr_t ip, ucontext
 			return do_exit(t, SYS_exit, (long[6]){ SIGSYS }, uc);
 		}
 	}
+	if (t->observed)
+		observe_call(t, nr, a);         /* a call that ran may choose it (select.c) */
 	if ((unsigned long)nr >= DT_NR_SYSCALLS)
 		return forward(t, nr, a);       /* the kernel will say ENOSYS */
 	switch (r->action) {

@@ -16,6 +16,9 @@ struct sandbox_filter {
 	const struct sandbox_filter *prev;      /* installed before it */
 	uint32_t len;
 	uint32_t flags;                         /* SECCOMP_FILTER_FLAG_* it came with */
+	/* the calls this filter and every one before it allow whatever their
+	 * arguments (cbpf_allows_always): judged by one bit */
+	uint64_t always[DT_NR_SYSCALLS / 64];
 	struct sock_filter insns[];
 };
 

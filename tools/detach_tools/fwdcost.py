@@ -8,10 +8,13 @@ function call of the same shape, measured in the same process.  Reads
 bench/fwdcost JSON only.
 
     python3 -m detach_tools fwdcost [--repeat N] [--samples N] [--cpu CPU] [--mode MODE ...]
-                                    [--also NAME=DETACH_BIN ...] [--out DIR]
+                                    [--also NAME=DETACH_BIN ...] [--seccomp N] [--out DIR]
 
 --also runs the same modes with another build of detach in the same
 interleaved rounds (a before/after comparison): configurations NAME-MODE-PROXY.
+--seccomp N runs native and every detached configuration once more with an
+allow-all seccomp filter of N instructions judging each call (the kernel's
+natively, the runtime's detached): configurations NAME+bpfN.
 """
 import argparse, json, os, subprocess, sys, tempfile, time
 
@@ -28,6 +31,8 @@ def main(argv=None):
                     help="detach --mode values to compare (default: sud)")
     ap.add_argument("--also", action="append", default=[], metavar="NAME=DETACH_BIN",
                     help="also run the modes with this detach command (another build)")
+    ap.add_argument("--seccomp", type=int, default=0, metavar="N",
+                    help="also run with an allow-all seccomp filter of N instructions")
     ap.add_argument("--out", default=None, help="keep the raw JSON here")
     a = ap.parse_args(argv)
     if os.cpu_count() < 2:
@@ -35,7 +40,7 @@ def main(argv=None):
     modes = a.mode or ["sud"]
     # the mailbox's server: a CPU other than the measured one, where a proxy runs
     server = next(c for c in sorted(os.sched_getaffinity(0)) if c != a.cpu)
-    configs = [("native", None, None, None), ("mailbox", None, None, None)]
+    configs = [("native", None, None, None, 0), ("mailbox", None, None, None, 0)]
     builds = [("", paths.detach_bin())]
     for spec in a.also:
         name, sep, path = spec.partition("=")
@@ -44,7 +49,9 @@ def main(argv=None):
         builds.append((name + "-", path))
     for prefix, binary in builds:
         for m in modes:
-            configs += [(f"{prefix}{m}-spin", m, "spin", binary), (f"{prefix}{m}-adaptive", m, "adaptive", binary)]
+            configs += [(f"{prefix}{m}-spin", m, "spin", binary, 0), (f"{prefix}{m}-adaptive", m, "adaptive", binary, 0)]
+    if a.seccomp:
+        configs += [(f"{c[0]}+bpf{a.seccomp}",) + c[1:4] + (a.seccomp,) for c in configs if c[0] != "mailbox"]
     out = a.out or tempfile.mkdtemp(prefix="fwdcost.")
     os.makedirs(out, exist_ok=True)
     fw = paths.program("fwdcost")
@@ -52,9 +59,9 @@ def main(argv=None):
     cycles = {c[0]: {call: [] for call in calls} for c in configs}
     hz = None
     for rep in range(a.repeat):
-        for name, mode, proxy, binary in configs:     # interleaved
+        for name, mode, proxy, binary, filt in configs:     # interleaved
             path = os.path.join(out, f"{name}.{rep}.json")
-            cmd = [fw, "-n", str(a.samples), "--json", path]
+            cmd = [fw, "-n", str(a.samples), "--json", path] + (["--seccomp", str(filt)] if filt else [])
             if name == "mailbox":
                 cmd[1:1] = ["-c", str(a.cpu), "--mailbox", str(server)]
             elif mode is None:

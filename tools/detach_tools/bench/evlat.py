@@ -254,7 +254,8 @@ def run(a):
     part = system.Partition(paths.detach_bin(), cpu, restorer, not a.no_isolate and os.geteuid() == 0)
     hk = set(a.housekeeping or (os.sched_getaffinity(0) - {cpu}))
     ctl = Controller(a, cpu, hk)
-    not_measured = {"executive": fuse_missing()} if fuse_missing() else {}
+    no_fuse = fuse_missing()
+    not_measured = {"executive": no_fuse} if no_fuse else {}
     receivers = [r for r in RECEIVERS if r not in not_measured]
     try:
         entered = part.enter()

@@ -215,8 +215,15 @@ static int attach(struct pid_op *op, struct remote *r, void *local)
 	int err;
 
 	if (remote_symbol(op->pid, local, "dt_attach", "/libdetach.so", &fn) ||
-	    (text.n = remote_exec_ranges(op->pid, "/libdetach.so", text.ranges, 8)) <= 0)
+	    (text.n = remote_exec_ranges(op->pid, "/libdetach.so", text.ranges, 7)) <= 0)
 		return fail(op, -ENOENT, NULL, "process %d has no detach runtime loaded", (int)op->pid);
+	/* The runtime's timed waits read the clock in the vDSO: a thread
+	 * stepped out of a wait reaches it before any code of the program, and
+	 * dt_attach called there would pull the runtime from under the wait.
+	 * The program's own vDSO calls are stepped through to their return. */
+	int vdso = remote_exec_ranges(op->pid, "[vdso]", text.ranges + text.n, 1);
+	if (vdso > 0)
+		text.n += vdso;
 	for (;;) {
 		if ((err = remote_step_until(r, in_program, &text, LEAVE_RUNTIME_MS)))
 			break;

@@ -284,9 +284,26 @@ static int wait_step(struct remote *r, const struct timespec *t0, int max_ms, in
 	}
 }
 
+/* The trap flag of x86 (EFLAGS.TF). */
+#define TRAP_FLAG 0x100ull
+
+/* A step over a popf (the runtime's trampoline and timed waits restore the
+ * program's flags with one) makes the kernel believe the thread set TF
+ * itself (arch/x86/kernel/step.c, is_setting_trap_flag): it would stay set
+ * after we let go, and the program's next instruction would raise a SIGTRAP
+ * that kills it.  Cleared where the thread had none when we stopped it. */
+static int drop_step_flag(pid_t tid, struct user_regs_struct *g, bool program_set_tf)
+{
+	if (program_set_tf || !(g->eflags & TRAP_FLAG))
+		return 0;
+	g->eflags &= ~TRAP_FLAG;
+	return ptrace(PTRACE_SETREGS, tid, 0, g) < 0 ? -errno : 0;
+}
+
 int remote_step_until(struct remote *r, bool (*out)(uintptr_t rip, void *arg), void *arg, int max_ms)
 {
 	pid_t tid = r->tids[r->cur];
+	bool program_set_tf = r->regs.eflags & TRAP_FLAG;
 	struct user_regs_struct g;
 	struct timespec t0;
 	int err, sig;
@@ -297,10 +314,13 @@ int remote_step_until(struct remote *r, bool (*out)(uintptr_t rip, void *arg), v
 	for (;;) {
 		if (ptrace(PTRACE_GETREGS, tid, 0, &g) < 0)
 			return -errno;
-		if (out(g.rip, arg))
+		if (out(g.rip, arg)) {
+			if ((err = drop_step_flag(tid, &g, program_set_tf)))
+				return err;
 			return save_regs(r);
+		}
 		if (ms_since(&t0) > max_ms)
-			return save_regs(r) ? -ESRCH : -ETIMEDOUT;
+			return drop_step_flag(tid, &g, program_set_tf) || save_regs(r) ? -ESRCH : -ETIMEDOUT;
 		if (ptrace(PTRACE_SINGLESTEP, tid, 0, 0) < 0)
 			return -errno;
 		if ((err = wait_step(r, &t0, max_ms, &sig)))
@@ -355,9 +375,12 @@ int remote_exec_ranges(pid_t pid, const char *suffix, uintptr_t (*ranges)[2], in
 		return -errno;
 	while (fgets(line, sizeof(line), f) && n < max) {
 		unsigned long lo, hi;
-		char *name = strchr(line, '/');
-		if (!name || sscanf(line, "%lx-%lx %7s", &lo, &hi, prot) != 3 || prot[2] != 'x')
+		int at = 0;
+		/* the name is the sixth field: a path, or [vdso] and the like */
+		if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &lo, &hi, prot, &at) != 3 || !at ||
+		    prot[2] != 'x')
 			continue;
+		char *name = line + at;
 		name[strcspn(name, "\n")] = '\0';
 		if (ends_with(name, suffix)) {
 			ranges[n][0] = lo;

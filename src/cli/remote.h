@@ -69,8 +69,8 @@ void remote_release(struct remote *r);
 /* The lowest file-offset-0 mapping in pid of a file whose path ends in
  * suffix: its start and its full path. */
 int remote_find_mapping(pid_t pid, const char *suffix, uintptr_t *base, char *path, size_t len);
-/* The executable mappings of that file, as [start, end) pairs: how many
- * (at most max), or -errno. */
+/* The executable mappings whose name (a path, or "[vdso]") ends in suffix,
+ * as [start, end) pairs: how many (at most max), or -errno. */
 int remote_exec_ranges(pid_t pid, const char *suffix, uintptr_t (*ranges)[2], int max);
 /* The address in pid of sym, which handle (dlopen, or RTLD_DEFAULT) finds
  * in our copy of the same file. */

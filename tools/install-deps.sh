@@ -49,15 +49,12 @@ dpkg -s libsimgrid-dev >/dev/null 2>&1 || missing+=(libsimgrid-dev)   # detach s
 for pkg in libtracefs-dev libtraceevent-dev pkg-config; do
 	dpkg -s $pkg >/dev/null 2>&1 || missing+=($pkg)
 done
-# detach ctl: the control files with FUSE (libfuse3, fusermount3)
+# FUSE (libfuse3, fusermount3): detach ctl's control files, and detach-rtl's
+# /dev/rtfN (docs/rtl.md)
 for pkg in libfuse3-dev fuse3; do
 	dpkg -s $pkg >/dev/null 2>&1 || missing+=($pkg)
 done
 # tests: JSON outputs against docs/schema, bash completion loads
-# detach-rtl serves /dev/rtfN with libfuse3 (docs/rtl.md)
-for pkg in libfuse3-dev fuse3; do
-	dpkg -s $pkg >/dev/null 2>&1 || missing+=($pkg)
-done
 for pkg in python3-jsonschema bash-completion; do
 	dpkg -s $pkg >/dev/null 2>&1 || missing+=($pkg)
 done

@@ -129,8 +129,11 @@ class Bench:
                 me.get("cpus_allowed") == str(self.cpu)
             return ok, f"{me.get('policy')}:{me.get('priority')} on CPUs {me.get('cpus_allowed')}"
         if cfg == "detached":
-            ok = me.get("cpus_allowed") == str(self.cpu)
-            return ok, f"{me.get('policy')} on CPUs {me.get('cpus_allowed')}"
+            # the affinity it reports is the program's own (the runtime keeps
+            # it, sched.c); where it ran is sched_getcpu's answer, which glibc
+            # reads from the kernel's rseq area or the vDSO, not the runtime
+            ok = me.get("cpu_at_end") == self.cpu
+            return ok, f"{me.get('policy')} on CPU {me.get('cpu_at_end')}"
         return True, f"{me.get('policy')} on CPUs {me.get('cpus_allowed')}"
 
     def reap_registry(self):

@@ -6,10 +6,21 @@
  *
  * Latency: a ping-pong of 64-byte messages, the near side on CPU -c (the
  * detached thread where the configuration says so), the far side a Linux
- * thread on -H.  Each sender stamps dt_now_ns() (the TSC) before sending,
- * each receiver subtracts it after receiving: one-way near->far and
- * far->near, and the round trip the near side sees.
+ * thread on -H.  Each sender stamps dt_now_ns() (the TSC) into a line of
+ * its own before sending, each receiver subtracts it from its own
+ * dt_now_ns() after receiving: one-way near->far and far->near.  Those
+ * two are read on two CPUs' TSCs, so each carries the offset between them
+ * (with opposite signs) and may come out negative: they are kept signed,
+ * and only their sum is free of the offset.  The round trip is the near
+ * side's own TSC before its send and after its receive.
  *   cacheline   two plain threads, a store and a spin on each side
+ *   cacheline-2 the same with 64 bytes on a second line, written before
+ *               the flag and read after it: the fewest lines a 64-byte
+ *               message and the word that says it is there can take
+ *   ring-bare   a channel's records (header word, 64 bytes, the marker:
+ *               lib/ipc.h) through a plain ring of the channels' size, a
+ *               spin on the header: what the layout costs, on lines that
+ *               move on with every message, without the library's checks
  *   chan-poll   detached near side; the Linux side polls dt_chan_get (deadline 0)
  *   chan-block  detached near side; the Linux side sleeps in dt_chan_get,
  *               woken by the watcher
@@ -18,6 +29,7 @@
  * Throughput: N messages of 64 bytes one way, the receiver spinning (chan)
  * or blocking (pipe, eventfd): detached -> Linux and Linux -> detached. */
 #include "lib/bench.h"
+#include "lib/ipc.h"
 #include "lib/stats.h"
 
 #include <detach/detach.h>
@@ -27,11 +39,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define MSG 64
-enum cfg { CACHELINE, CHAN_POLL, CHAN_BLOCK, PIPE, EVENTFD, NCFG };
-static const char *const cfg_name[NCFG] = { "cacheline", "chan-poll", "chan-block", "pipe", "eventfd" };
+enum cfg { CACHELINE, CACHELINE2, RING_BARE, CHAN_POLL, CHAN_BLOCK, PIPE, EVENTFD, NCFG };
+static const char *const cfg_name[NCFG] = { "cacheline", "cacheline-2", "ring-bare", "chan-poll", "chan-block",
+					    "pipe", "eventfd" };
+#define RING (1u << 20)                 /* the channels' ring, and ring-bare's */
 enum dir { NEAR_TO_FAR, FAR_TO_NEAR, ROUND_TRIP, NDIR };
 static const char *const dir_name[NDIR] = { "detached_to_linux", "linux_to_detached", "round_trip" };
 enum tput { T_CHAN_D2L, T_CHAN_L2D, T_PIPE, T_EVENTFD, NTPUT };
@@ -53,6 +68,10 @@ struct way_state {
 	uint64_t ev_credit;             /* eventfd: writes counted by a read, not yet taken */
 	bool block;                     /* the receiver sleeps in dt_chan_get (chan-block, down) */
 	_Alignas(64) volatile uint64_t line;    /* cacheline: the sequence number */
+	_Alignas(64) char data[MSG];            /* cacheline-2: the message */
+	uint8_t *ring;                          /* ring-bare: RING bytes */
+	_Alignas(64) uint64_t sent;             /* ring-bare: the sender's position */
+	_Alignas(64) uint64_t taken;            /* ring-bare: the receiver's */
 	_Alignas(64) volatile uint64_t stamp;   /* dt_now_ns() at the send */
 };
 
@@ -64,8 +83,20 @@ static struct link {
 	_Alignas(64) volatile int far_ready;
 	uint64_t t_end;
 	struct way_state w[2];
-	uint64_t *lat[NDIR];
+	int64_t *lat[NDIR];
 } L;
+
+/* ring-bare: MSG bytes to or from position pos of a RING-byte ring, as a
+ * channel copies them (the bytes may wrap around its end). */
+static void ring_copy(uint8_t *ring, uint64_t pos, char *m, bool in)
+{
+	size_t at = pos & (RING - 1), first = RING - at < MSG ? RING - at : MSG;
+
+	if (in)
+		memcpy(ring + at, m, first), memcpy(ring, m + first, MSG - first);
+	else
+		memcpy(m, ring + at, first), memcpy(m + first, ring, MSG - first);
+}
 
 static void way_send(enum way d, uint64_t i, char *m)
 {
@@ -75,6 +106,19 @@ static void way_send(enum way d, uint64_t i, char *m)
 	w->stamp = dt_now_ns();
 	switch (L.cfg) {
 	case CACHELINE: w->line = i + 1; break;
+	case CACHELINE2:
+		memcpy(w->data, m, MSG);
+		/* release: the bytes before the flag, as a put's header */
+		__atomic_store_n(&w->line, i + 1, __ATOMIC_RELEASE);
+		break;
+	case RING_BARE: {
+		uint64_t at = w->sent, next = at + chan_record_bytes(MSG);
+		ring_copy(w->ring, at + 8, m, true);
+		__atomic_store_n((uint64_t *)(w->ring + (next & (RING - 1))), chan_marker(next), __ATOMIC_RELAXED);
+		__atomic_store_n((uint64_t *)(w->ring + (at & (RING - 1))), chan_header(at, MSG), __ATOMIC_RELEASE);
+		w->sent = next;
+		break;
+	}
 	case CHAN_POLL:
 	case CHAN_BLOCK: while (dt_chan_put(w->p, m, MSG) == -EAGAIN) cpu_relax(); break;
 	case PIPE: if (write(w->pipe[1], m, MSG) != MSG) abort(); break;
@@ -90,6 +134,18 @@ static void way_recv(enum way d, uint64_t i, char *m)
 
 	switch (L.cfg) {
 	case CACHELINE: while (w->line != i + 1) cpu_relax(); break;
+	case CACHELINE2:
+		while (__atomic_load_n(&w->line, __ATOMIC_ACQUIRE) != i + 1)
+			cpu_relax();
+		memcpy(m, w->data, MSG);
+		break;
+	case RING_BARE:
+		while (__atomic_load_n((uint64_t *)(w->ring + (w->taken & (RING - 1))), __ATOMIC_ACQUIRE) !=
+		       chan_header(w->taken, MSG))
+			cpu_relax();
+		ring_copy(w->ring, w->taken + 8, m, false);
+		w->taken += chan_record_bytes(MSG);
+		break;
 	case CHAN_POLL:
 	case CHAN_BLOCK:
 		if (w->block)
@@ -131,7 +187,7 @@ static void *far_side(void *arg)
 	}
 	for (uint64_t i = 0; i < L.n; i++) {
 		way_recv(DOWN, i, m);
-		L.lat[NEAR_TO_FAR][i] = dt_now_ns() - L.w[DOWN].stamp;
+		L.lat[NEAR_TO_FAR][i] = (int64_t)(dt_now_ns() - L.w[DOWN].stamp);
 		way_send(UP, i, m);
 	}
 	return NULL;
@@ -157,10 +213,15 @@ static void link_open(enum cfg cfg)
 		struct way_state *w = &L.w[d];
 		if (cfg == CHAN_POLL || cfg == CHAN_BLOCK) {
 			snprintf(name, sizeof(name), "bench-%d-%d", (int)getpid(), seq++);
-			if ((err = dt_chan_open(name, DT_CHAN_CREATE | DT_CHAN_PRODUCER, 1 << 20, &w->p)) ||
+			if ((err = dt_chan_open(name, DT_CHAN_CREATE | DT_CHAN_PRODUCER, RING, &w->p)) ||
 			    (err = dt_chan_open(name, DT_CHAN_CONSUMER, 0, &w->c)))
 				die("dt_chan_open", -err);
 			dt_chan_unlink(name);    /* the open handles keep it */
+		} else if (cfg == RING_BARE) {
+			/* zeros: no header of position 0; shared, as a channel's */
+			w->ring = mmap(NULL, RING, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+			if (w->ring == MAP_FAILED)
+				die("mmap", errno);
 		} else if (cfg == PIPE && pipe(w->pipe)) {
 			die("pipe", errno);
 		} else if (cfg == EVENTFD && (w->ev = eventfd(0, 0)) < 0) {
@@ -177,13 +238,15 @@ static void link_close(void)
 			dt_chan_close(w->p), dt_chan_close(w->c);
 		if (L.cfg == PIPE)
 			close(w->pipe[0]), close(w->pipe[1]);
+		if (L.cfg == RING_BARE)
+			munmap(w->ring, RING);
 		if (L.cfg == EVENTFD)
 			close(w->ev);
 	}
 }
 
 /* One run of cfg; the near side is this thread, detached for chan. */
-static uint64_t run_one(enum cfg cfg, bool tput, bool far_sends, uint64_t n, uint64_t *lat[NDIR])
+static uint64_t run_one(enum cfg cfg, bool tput, bool far_sends, uint64_t n, int64_t *lat[NDIR])
 {
 	pthread_t far;
 	char m[MSG] = { 0 };
@@ -222,8 +285,8 @@ static uint64_t run_one(enum cfg cfg, bool tput, bool far_sends, uint64_t n, uin
 			way_send(DOWN, i, m);
 			way_recv(UP, i, m);
 			uint64_t b = dt_now_ns();
-			lat[FAR_TO_NEAR][i] = b - L.w[UP].stamp;
-			lat[ROUND_TRIP][i] = b - a;
+			lat[FAR_TO_NEAR][i] = (int64_t)(b - L.w[UP].stamp);
+			lat[ROUND_TRIP][i] = (int64_t)(b - a);
 		}
 	}
 	uint64_t t_near = dt_now_ns();
@@ -253,7 +316,7 @@ static void usage(int st)
 
 int main(int argc, char **argv)
 {
-	static uint64_t *all[NCFG][NDIR];
+	static int64_t *all[NCFG][NDIR];
 	static uint64_t tputs[NTPUT][64];
 	struct run_header h;
 	int c;
@@ -289,12 +352,12 @@ int main(int argc, char **argv)
 	bench_mlock();
 	for (int k = 0; k < NCFG; k++)
 		for (int d = 0; d < NDIR; d++)
-			if (!(all[k][d] = calloc(o.samples * o.rounds, sizeof(uint64_t))))
+			if (!(all[k][d] = calloc(o.samples * o.rounds, sizeof(int64_t))))
 				die("calloc", ENOMEM);
 	for (uint64_t r = 0; r < o.rounds; r++) {
 		for (int i = 0; i < NCFG; i++) {
 			enum cfg k = (enum cfg)((i + r) % NCFG);
-			uint64_t *lat[NDIR];
+			int64_t *lat[NDIR];
 			for (int d = 0; d < NDIR; d++)
 				lat[d] = all[k][d] + r * o.samples;
 			run_one(k, false, false, o.samples, lat);
@@ -314,7 +377,7 @@ int main(int argc, char **argv)
 	FILE *f = o.json ? bench_open_out(o.json) : NULL;
 	struct json j;
 	size_t n = o.samples * o.rounds;
-	uint64_t floor_p50 = 0;
+	int64_t floor[3] = { 0 };            /* the cache line's round trip, p50 p99 p99.9 */
 	if (f) {
 		clock_gettime(CLOCK_REALTIME, &h.end);
 		json_init(&j, f);
@@ -329,31 +392,42 @@ int main(int argc, char **argv)
 	}
 	printf("latency, ns (%llu ping-pongs x %llu rounds, %d-byte messages, near CPU %d, far CPU %d)\n",
 	       (unsigned long long)o.samples, (unsigned long long)o.rounds, MSG, o.cpu, o.hk);
-	printf("%-11s %-18s %8s %8s %8s %10s %8s\n", "config", "direction", "p50", "p99", "p99.9", "max", "p50/floor");
+	printf("one way: the receiver's TSC minus the sender's, two CPUs' clocks (signed; only their sum is\n"
+	       "free of the offset between them); round trip: the near side's own clock; x floor: round trip over\n"
+	       "the cache line's at the same percentile\n");
+	printf("%-11s %-18s %8s %8s %8s %10s %6s %6s %6s\n", "config", "direction", "p50", "p99", "p99.9", "max",
+	       "xfloor", "p99", "p99.9");
 	for (int k = 0; k < NCFG; k++) {
 		if (f)
 			json_object_begin(&j, cfg_name[k]);
 		for (int d = 0; d < NDIR; d++) {
-			uint64_t *v = all[k][d];
-			stats_sort_u64(v, n);
-			uint64_t p50 = stats_pct_sorted_u64(v, n, 50), p99 = stats_pct_sorted_u64(v, n, 99);
-			uint64_t p999 = stats_pct_sorted_u64(v, n, 99.9), max = v[n - 1];
+			static const double pct[3] = { 50, 99, 99.9 };
+			static const char *const pct_name[3] = { "p50", "p99", "p99.9" };
+			static const char *const ratio_name[3] = { "p50_over_floor", "p99_over_floor", "p99.9_over_floor" };
+			int64_t *v = all[k][d], q[3], max;
+			stats_sort_i64(v, n);
+			for (int i = 0; i < 3; i++)
+				q[i] = stats_pct_sorted_i64(v, n, pct[i]);
+			max = v[n - 1];
 			if (k == CACHELINE && d == ROUND_TRIP)
-				floor_p50 = p50;
-			double ratio = d == ROUND_TRIP && floor_p50 ? (double)p50 / (double)floor_p50 : 0;
-			printf("%-11s %-18s %8llu %8llu %8llu %10llu", cfg_name[k], dir_name[d], (unsigned long long)p50,
-			       (unsigned long long)p99, (unsigned long long)p999, (unsigned long long)max);
-			printf(ratio ? " %8.2f\n" : "\n", ratio);
+				memcpy(floor, q, sizeof(floor));
+			printf("%-11s %-18s %8lld %8lld %8lld %10lld", cfg_name[k], dir_name[d], (long long)q[0],
+			       (long long)q[1], (long long)q[2], (long long)max);
 			if (f) {
 				json_object_begin(&j, dir_name[d]);
-				json_uint(&j, "p50", p50);
-				json_uint(&j, "p99", p99);
-				json_uint(&j, "p99.9", p999);
-				json_uint(&j, "max", max);
-				if (ratio)
-					json_double(&j, "p50_over_floor", ratio);
-				json_object_end(&j);
+				for (int i = 0; i < 3; i++)
+					json_int(&j, pct_name[i], q[i]);
+				json_int(&j, "max", max);
 			}
+			for (int i = 0; d == ROUND_TRIP && floor[0] > 0 && i < 3; i++) {
+				double ratio = (double)q[i] / (double)(floor[i] > 0 ? floor[i] : 1);
+				printf(" %6.2f", ratio);
+				if (f)
+					json_double(&j, ratio_name[i], ratio);
+			}
+			printf("\n");
+			if (f)
+				json_object_end(&j);
 		}
 		if (f)
 			json_object_end(&j);

@@ -46,7 +46,6 @@
 enum cfg { CACHELINE, CACHELINE2, RING_BARE, CHAN_POLL, CHAN_BLOCK, PIPE, EVENTFD, NCFG };
 static const char *const cfg_name[NCFG] = { "cacheline", "cacheline-2", "ring-bare", "chan-poll", "chan-block",
 					    "pipe", "eventfd" };
-#define RING (1u << 20)                 /* the channels' ring, and ring-bare's */
 enum dir { NEAR_TO_FAR, FAR_TO_NEAR, ROUND_TRIP, NDIR };
 static const char *const dir_name[NDIR] = { "detached_to_linux", "linux_to_detached", "round_trip" };
 enum tput { T_CHAN_D2L, T_CHAN_L2D, T_PIPE, T_EVENTFD, NTPUT };
@@ -57,8 +56,9 @@ static struct {
 	int cpu, hk;
 	cpu_set_t home;                 /* the affinity we started with */
 	uint64_t samples, rounds, msgs;
+	uint64_t ring;                  /* bytes of the channels' rings, and ring-bare's */
 	const char *json;
-} o = { .cpu = -1, .hk = -1, .samples = 20000, .rounds = 5, .msgs = 2000000 };
+} o = { .cpu = -1, .hk = -1, .samples = 20000, .rounds = 5, .msgs = 2000000, .ring = 1 << 20 };
 
 /* One direction of a link: down is near -> far, up is far -> near. */
 enum way { DOWN, UP };
@@ -69,7 +69,7 @@ struct way_state {
 	bool block;                     /* the receiver sleeps in dt_chan_get (chan-block, down) */
 	_Alignas(64) volatile uint64_t line;    /* cacheline: the sequence number */
 	_Alignas(64) char data[MSG];            /* cacheline-2: the message */
-	uint8_t *ring;                          /* ring-bare: RING bytes */
+	uint8_t *ring;                          /* ring-bare: o.ring bytes */
 	_Alignas(64) uint64_t sent;             /* ring-bare: the sender's position */
 	_Alignas(64) uint64_t taken;            /* ring-bare: the receiver's */
 	_Alignas(64) volatile uint64_t stamp;   /* dt_now_ns() at the send */
@@ -86,11 +86,11 @@ static struct link {
 	int64_t *lat[NDIR];
 } L;
 
-/* ring-bare: MSG bytes to or from position pos of a RING-byte ring, as a
+/* ring-bare: MSG bytes to or from position pos of an o.ring-byte ring, as a
  * channel copies them (the bytes may wrap around its end). */
 static void ring_copy(uint8_t *ring, uint64_t pos, char *m, bool in)
 {
-	size_t at = pos & (RING - 1), first = RING - at < MSG ? RING - at : MSG;
+	size_t at = pos & (o.ring - 1), first = o.ring - at < MSG ? o.ring - at : MSG;
 
 	if (in)
 		memcpy(ring + at, m, first), memcpy(ring, m + first, MSG - first);
@@ -114,8 +114,8 @@ static void way_send(enum way d, uint64_t i, char *m)
 	case RING_BARE: {
 		uint64_t at = w->sent, next = at + chan_record_bytes(MSG);
 		ring_copy(w->ring, at + 8, m, true);
-		__atomic_store_n((uint64_t *)(w->ring + (next & (RING - 1))), chan_marker(next), __ATOMIC_RELAXED);
-		__atomic_store_n((uint64_t *)(w->ring + (at & (RING - 1))), chan_header(at, MSG), __ATOMIC_RELEASE);
+		__atomic_store_n((uint64_t *)(w->ring + (next & (o.ring - 1))), chan_marker(next), __ATOMIC_RELAXED);
+		__atomic_store_n((uint64_t *)(w->ring + (at & (o.ring - 1))), chan_header(at, MSG), __ATOMIC_RELEASE);
 		w->sent = next;
 		break;
 	}
@@ -140,7 +140,7 @@ static void way_recv(enum way d, uint64_t i, char *m)
 		memcpy(m, w->data, MSG);
 		break;
 	case RING_BARE:
-		while (__atomic_load_n((uint64_t *)(w->ring + (w->taken & (RING - 1))), __ATOMIC_ACQUIRE) !=
+		while (__atomic_load_n((uint64_t *)(w->ring + (w->taken & (o.ring - 1))), __ATOMIC_ACQUIRE) !=
 		       chan_header(w->taken, MSG))
 			cpu_relax();
 		ring_copy(w->ring, w->taken + 8, m, false);
@@ -213,13 +213,13 @@ static void link_open(enum cfg cfg)
 		struct way_state *w = &L.w[d];
 		if (cfg == CHAN_POLL || cfg == CHAN_BLOCK) {
 			snprintf(name, sizeof(name), "bench-%d-%d", (int)getpid(), seq++);
-			if ((err = dt_chan_open(name, DT_CHAN_CREATE | DT_CHAN_PRODUCER, RING, &w->p)) ||
+			if ((err = dt_chan_open(name, DT_CHAN_CREATE | DT_CHAN_PRODUCER, o.ring, &w->p)) ||
 			    (err = dt_chan_open(name, DT_CHAN_CONSUMER, 0, &w->c)))
 				die("dt_chan_open", -err);
 			dt_chan_unlink(name);    /* the open handles keep it */
 		} else if (cfg == RING_BARE) {
 			/* zeros: no header of position 0; shared, as a channel's */
-			w->ring = mmap(NULL, RING, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+			w->ring = mmap(NULL, o.ring, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 			if (w->ring == MAP_FAILED)
 				die("mmap", errno);
 		} else if (cfg == PIPE && pipe(w->pipe)) {
@@ -239,7 +239,7 @@ static void link_close(void)
 		if (L.cfg == PIPE)
 			close(w->pipe[0]), close(w->pipe[1]);
 		if (L.cfg == RING_BARE)
-			munmap(w->ring, RING);
+			munmap(w->ring, o.ring);
 		if (L.cfg == EVENTFD)
 			close(w->ev);
 	}
@@ -304,12 +304,13 @@ static uint64_t run_one(enum cfg cfg, bool tput, bool far_sends, uint64_t n, int
 static void usage(int st)
 {
 	fprintf(st ? stderr : stdout,
-		"usage: chan [-c CPU] [-H CPU] [-s SAMPLES] [-r ROUNDS] [-n MESSAGES] [-j FILE]\n"
+		"usage: chan [-c CPU] [-H CPU] [-s SAMPLES] [-r ROUNDS] [-n MESSAGES] [-R BYTES] [-j FILE]\n"
 		"  -c CPU       the detached (near) side (default: the last online CPU)\n"
 		"  -H CPU       the Linux (far) side (default: the first other online CPU)\n"
 		"  -s SAMPLES   ping-pongs per configuration and round (default 20000)\n"
 		"  -r ROUNDS    rounds, every configuration in each (default 5)\n"
 		"  -n MESSAGES  messages per throughput run (default 2000000; pipe and eventfd a tenth)\n"
+		"  -R BYTES     ring of the channels and of ring-bare, a power of two from 4096 (default 1 MiB)\n"
 		"  -j FILE      JSON results\n");
 	exit(st);
 }
@@ -322,13 +323,18 @@ int main(int argc, char **argv)
 	int c;
 
 	run_header_init(&h, argc, argv);
-	while ((c = getopt(argc, argv, "c:H:s:r:n:j:h")) != -1) {
+	while ((c = getopt(argc, argv, "c:H:s:r:n:R:j:h")) != -1) {
 		switch (c) {
 		case 'c': o.cpu = atoi(optarg); break;
 		case 'H': o.hk = atoi(optarg); break;
 		case 's': if (bench_parse_count(optarg, &o.samples) || !o.samples) usage(2); break;
 		case 'r': if (bench_parse_count(optarg, &o.rounds) || !o.rounds || o.rounds > 64) usage(2); break;
 		case 'n': if (bench_parse_count(optarg, &o.msgs) || o.msgs < 10) usage(2); break;
+		case 'R':
+			if (bench_parse_count(optarg, &o.ring) || o.ring < CHAN_RING_MIN || o.ring > CHAN_RING_MAX ||
+			    (o.ring & (o.ring - 1)))
+				usage(2);
+			break;
 		case 'j': o.json = optarg; break;
 		case 'h': usage(0); break;
 		default: usage(2);
@@ -388,10 +394,12 @@ int main(int argc, char **argv)
 		json_uint(&j, "samples", o.samples);
 		json_uint(&j, "rounds", o.rounds);
 		json_uint(&j, "message_bytes", MSG);
+		json_uint(&j, "ring_bytes", o.ring);
 		json_object_begin(&j, "latency_ns");
 	}
-	printf("latency, ns (%llu ping-pongs x %llu rounds, %d-byte messages, near CPU %d, far CPU %d)\n",
-	       (unsigned long long)o.samples, (unsigned long long)o.rounds, MSG, o.cpu, o.hk);
+	printf("latency, ns (%llu ping-pongs x %llu rounds, %d-byte messages, %llu-byte rings, near CPU %d, far CPU %d)\n",
+	       (unsigned long long)o.samples, (unsigned long long)o.rounds, MSG, (unsigned long long)o.ring, o.cpu,
+	       o.hk);
 	printf("one way: the receiver's TSC minus the sender's, two CPUs' clocks (signed; only their sum is\n"
 	       "free of the offset between them); round trip: the near side's own clock; x floor: round trip over\n"
 	       "the cache line's at the same percentile\n");

@@ -29,6 +29,7 @@ def summary(doc):
     lines = [f"# detach bench --program chan",
              "",
              f"{doc['samples']} ping-pongs x {doc['rounds']} rounds, {doc['message_bytes']}-byte messages, "
+             f"{doc['ring_bytes']:,}-byte rings, "
              f"detached side on CPU {doc['cpu']}, Linux side on CPU {doc['housekeeping_cpu']}; "
              "configurations interleaved in every round.",
              "One way: the receiver's TSC after its get minus the sender's before its put, read on two "

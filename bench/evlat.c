@@ -244,10 +244,7 @@ static uint64_t rng = 88172645463325252ull;
 
 static uint64_t rand_interval_ns(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return 2000000ull + rng % 28000001ull;
+	return 2000000ull + xorshift64(&rng) % 28000001ull;
 }
 
 /* One event: 0 and the delay in cycles, or -1 when nobody answered. */

@@ -9,6 +9,7 @@
  * once the corruption stops both channels carry intact messages again.
  * Timeout: 120 */
 #include "helpers/t_chan.h"
+#include "lib/util.h"
 
 #include <sys/mman.h>
 
@@ -103,10 +104,7 @@ static int linux_producer(void)
 static uint64_t rnd_state = 88172645463325252ull;
 static uint64_t rnd(void)
 {
-	rnd_state ^= rnd_state << 13;
-	rnd_state ^= rnd_state >> 7;
-	rnd_state ^= rnd_state << 17;
-	return rnd_state;
+	return xorshift64(&rnd_state);
 }
 
 /* A value a corrupter would write: anything, or something close enough to

@@ -69,6 +69,16 @@ static inline uint64_t tsc_cycles_to_ns(const struct tsc_clock *c, uint64_t cycl
 }
 uint64_t ns_to_tsc_cycles(const struct tsc_clock *c, uint64_t ns);
 
+/* Marsaglia's xorshift64: a fast reproducible sequence (never 0 from a
+ * state that is not 0), for benchmarks' and tests' random choices. */
+static inline uint64_t xorshift64(uint64_t *state)
+{
+	*state ^= *state << 13;
+	*state ^= *state >> 7;
+	*state ^= *state << 17;
+	return *state;
+}
+
 static inline uint64_t monotonic_ns(void)
 {
 	struct timespec ts;

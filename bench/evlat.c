@@ -539,6 +539,17 @@ static void json_cell(struct json *j, const struct tsc_clock *clk, struct cell *
 	free(ns);
 }
 
+/* The bits of the names (of n) that list mentions: -l and -R. */
+static int named_mask(const char *list, const char *const *names, int n)
+{
+	int mask = 0;
+
+	for (int i = 0; i < n; i++)
+		if (strstr(list, names[i]))
+			mask |= 1 << i;
+	return mask;
+}
+
 static int usage(const char *msg)
 {
 	fprintf(stderr, "evlat: %s\nusage: evlat [-c CPU] [-H CPU] [-n EVENTS] [-r ROUNDS] [-C]\n"
@@ -577,19 +588,11 @@ int main(int argc, char **argv)
 		case 'j': o.json = optarg; break;
 		case 'C': o.told = 1; break;
 		case 'l':
-			o.loads = 0;
-			for (int l = 0; l < NLOAD; l++)
-				if (strstr(optarg, load_name[l]))
-					o.loads |= 1 << l;
-			if (!o.loads)
+			if (!(o.loads = named_mask(optarg, load_name, NLOAD)))
 				return usage("no known load in -l");
 			break;
 		case 'R':
-			o.recvs = 0;
-			for (int r = 0; r < NRECV; r++)
-				if (strstr(optarg, recv_name[r]))
-					o.recvs |= 1 << r;
-			if (!o.recvs)
+			if (!(o.recvs = named_mask(optarg, recv_name, NRECV)))
 				return usage("no known receiver in -R");
 			break;
 		default: return usage("bad option");

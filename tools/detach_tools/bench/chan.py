@@ -7,7 +7,7 @@ import os
 import subprocess
 
 from .. import paths
-from .util import BenchError, measurement_program
+from .util import BenchError, measurement_program, publish_summary
 
 DIRS = ("detached_to_linux", "linux_to_detached", "round_trip")
 
@@ -73,10 +73,5 @@ def run(a):
         raise BenchError(f"{prog} failed (exit {rc})")
     with open(out_json) as f:
         doc = json.load(f)
-    md = summary(doc)
-    with open(os.path.join(a.out, "chan.md"), "w") as f:
-        f.write(md)
-    if not a.no_print:
-        print(md)
-    print(os.path.join(a.out, "chan.md"))
+    publish_summary(a.out, "chan", summary(doc), not a.no_print)
     return 0

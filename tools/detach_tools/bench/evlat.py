@@ -16,7 +16,7 @@ from .. import paths
 from . import loads as L
 from . import system
 from .perfstat import PerfStat
-from .util import BenchError, format_cpulist, measurement_program
+from .util import BenchError, format_cpulist, measurement_program, publish_summary
 
 RECEIVERS = ("same", "process", "executive", "futex", "eventfd")
 WHAT = {"same": "detached thread, ringer's process",
@@ -283,9 +283,5 @@ def run(a):
             md += "\n`plots/evlat-<load>.png`: densities per receiver, log scale (the paper's figures 3 and 4).\n"
         except ImportError:
             md += "\nNo plots: matplotlib is missing.\n"
-    with open(os.path.join(a.out, "evlat.md"), "w") as f:
-        f.write(md)
-    if not a.no_print:
-        print(md)
-    print(os.path.join(a.out, "evlat.md"))
+    publish_summary(a.out, "evlat", md, not a.no_print)
     return 0

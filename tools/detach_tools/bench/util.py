@@ -23,6 +23,17 @@ def measurement_program(name):
     return prog
 
 
+def publish_summary(out_dir, name, md, show):
+    """Writes md to OUT_DIR/NAME.md, prints it when show, then its path
+    (the last line: where the summary is)."""
+    path = os.path.join(out_dir, f"{name}.md")
+    with open(path, "w") as f:
+        f.write(md)
+    if show:
+        print(md)
+    print(path)
+
+
 def err(msg, note=None):
     print(f"detach bench: {msg}", file=sys.stderr)
     if note:

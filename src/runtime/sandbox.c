@@ -33,12 +33,12 @@
 #include "runtime/identity.h"
 #include "runtime/signals.h"
 #include "runtime/sud.h"
+#include "lib/contract.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
-#include "lib/contract.h"
 #include <linux/audit.h>
 #include <linux/capability.h>
 #include <string.h>
@@ -207,7 +207,7 @@ static unsigned runtime_prefix(struct sock_filter *p)
 }
 
 /* Oldest first, as the program installed them. */
-static void to_kernel(const struct sandbox_filter *f, bool prefix)
+void sandbox_to_kernel(const struct sandbox_filter *f, bool prefix)
 {
 	struct sock_fprog fp;
 	struct sock_filter *p;
@@ -217,7 +217,7 @@ static void to_kernel(const struct sandbox_filter *f, bool prefix)
 
 	if (!f)
 		return;
-	to_kernel(f->prev, prefix);
+	sandbox_to_kernel(f->prev, prefix);
 	size = (f->len + PREFIX_LEN) * sizeof(struct sock_filter);
 	p = (struct sock_filter *)sys_call6(SYS_mmap, 0, size, PROT_READ | PROT_WRITE,
 					    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -236,11 +236,6 @@ static void to_kernel(const struct sandbox_filter *f, bool prefix)
 		dt_warn("cannot install the program's seccomp filter on tid %ld: %s",
 			sys_call0(SYS_gettid), strerror((int)-r));
 	sys_call2(SYS_munmap, p, size);
-}
-
-void sandbox_to_kernel(const struct sandbox_filter *filters, bool runtime_prefix)
-{
-	to_kernel(filters, runtime_prefix);
 }
 
 /* ---- across execve ------------------------------------------------------------ */
@@ -293,9 +288,12 @@ const struct sandbox_filter *sandbox_from_env(const char *v)
 		return NULL;
 	while (sys_call4(SYS_pread64, fd, head, sizeof(head), off) == sizeof(head)) {
 		size_t len = head[1] * sizeof(struct sock_filter), size = sizeof(struct sandbox_filter) + len;
-		struct sandbox_filter *f = (struct sandbox_filter *)sys_call6(SYS_mmap, 0, size, PROT_READ | PROT_WRITE,
-									     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if ((unsigned long)f > -4096ul || head[1] == 0 || head[1] > BPF_MAXINSNS ||
+		struct sandbox_filter *f = NULL;
+
+		if (head[1] > 0 && head[1] <= BPF_MAXINSNS)     /* the length checked before it is mapped */
+			f = (struct sandbox_filter *)sys_call6(SYS_mmap, 0, size, PROT_READ | PROT_WRITE,
+							       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (!f || (unsigned long)f > -4096ul ||
 		    sys_call4(SYS_pread64, fd, f->insns, len, off + (long)sizeof(head)) != (long)len ||
 		    cbpf_check(f->insns, head[1])) {
 			dt_warn("the seccomp filters of the image before execve cannot be read back: "

@@ -222,7 +222,7 @@ fail:
 DT_API int dt_chan_put(struct dt_chan *c, const void *msg, size_t len)
 {
 	struct chan_shared *sh;
-	uint64_t h, need, free;
+	uint64_t h, need, room;
 
 	if (!c || !c->producer || (len && !msg))
 		return -EINVAL;
@@ -236,16 +236,16 @@ DT_API int dt_chan_put(struct dt_chan *c, const void *msg, size_t len)
 		store_relaxed(&sh->no_consumer, ++c->st.no_peer);
 		return -EPIPE;
 	}
-	free = c->ring_bytes - (c->pos - c->head_seen);
-	if (free < need) {
+	room = c->ring_bytes - (c->pos - c->head_seen);
+	if (room < need) {
 		/* full as far as we knew: only now the consumer's line.
 		 * acquire: the consumer had finished reading what it gives back */
 		h = load_acquire(&sh->head);
 		if (!index_ok(c, c->pos, h))
 			return corrupt(c);
 		c->head_seen = h;
-		free = c->ring_bytes - (c->pos - h);
-		if (free < need) {
+		room = c->ring_bytes - (c->pos - h);
+		if (room < need) {
 			store_relaxed(&sh->full, ++c->st.full);
 			return -EAGAIN;
 		}
@@ -264,7 +264,7 @@ DT_API int dt_chan_put(struct dt_chan *c, const void *msg, size_t len)
 		/* where the next header goes: a word that is none (without room
 		 * for it the ring is full to the consumer's record, whose header
 		 * is of the lap before, so none either) */
-		if (free >= need + 8)
+		if (room >= need + 8)
 			store_relaxed((uint64_t *)(c->ring + ((c->pos + need) & c->mask)), chan_marker(c->pos + need));
 		copy_in(c, at, msg, near);
 		/* release: the bytes and the marker are in place before the

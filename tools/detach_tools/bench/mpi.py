@@ -55,11 +55,14 @@ def command(cfg, args, cpu, hk, detach, partition_tasks):
 
 
 def measured_rank(res, cpu):
-    """The rank that ran on the measured CPU (pinned there), else the last."""
+    """The rank pinned to the measured CPU; else the one that ran there (a
+    detached rank reports the program's own affinity, which the runtime
+    keeps, sched.c); else the last, as command() starts it."""
     ranks = res.get("ranks") or []
-    for r in ranks:
-        if r["self"].get("cpus_allowed") == str(cpu):
-            return r
+    for key, want in (("cpus_allowed", str(cpu)), ("cpu_at_end", cpu)):
+        for r in ranks:
+            if r["self"].get(key) == want:
+                return r
     return ranks[-1] if ranks else None
 
 

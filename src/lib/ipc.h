@@ -4,8 +4,9 @@
  * a reader copies a field into a local once, checks it, then uses the copy.
  *
  * One directory holds every name: IPC_DIR/NAME.chan (header + ring),
- * NAME.chan.wake (the FIFO that wakes Linux waiters), NAME.bell,
- * NAME.bell.wake, NAME.shm. */
+ * NAME.chan.wake (the FIFO that wakes Linux waiters), NAME.chan.kick (the
+ * FIFO that wakes the watchers when a waiter comes), NAME.bell,
+ * NAME.bell.wake, NAME.bell.kick, NAME.shm. */
 #ifndef DETACH_LIB_IPC_H
 #define DETACH_LIB_IPC_H
 

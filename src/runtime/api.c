@@ -2,6 +2,7 @@
 #include "runtime/clock.h"
 #include "runtime/config.h"
 #include "runtime/init.h"
+#include "runtime/ipc.h"
 #include "runtime/threads.h"
 #include "detach/detach.h"
 
@@ -40,16 +41,19 @@ static int setup_standalone(int cpu)
 DT_API int dt_detach(int cpu)
 {
 	int err = 0;
+	bool started = false;
 
 	if (dt_self && !dt_self->observed)
 		return -EBUSY;
 	while (__atomic_exchange_n(&setup_lock, 1, __ATOMIC_ACQUIRE))
 		cpu_relax();
 	if (!dt_cfg.active)
-		err = setup_standalone(cpu);
+		started = !(err = setup_standalone(cpu));
 	__atomic_store_n(&setup_lock, 0, __ATOMIC_RELEASE);
 	if (err)
 		return err;
+	if (started)
+		watcher_kick();         /* channels opened before: off this CPU, and waking */
 	if (cpu >= 0 && !CPU_ISSET(cpu, &dt_cfg.cpus))
 		return -EINVAL;
 	cpu = claim_cpu(cpu);

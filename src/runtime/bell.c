@@ -40,7 +40,7 @@ DT_API int dt_bell_open(const char *name, int flags, struct dt_bell **out)
 		return -ENOMEM;
 	memset(b, 0, sizeof(*b));
 	b->o.kind = IPC_BELL;
-	b->o.wake_fd = -1;
+	b->o.wake_fd = b->o.kick_fd = -1;
 	b->o.peer_pidfd = -1;
 	err = ipc_open_file(name, ".bell", flags & DT_CHAN_CREATE, BELL_BYTES, BELL_BYTES, &init, sizeof(init),
 			    &b->o.map, &b->o.map_bytes, &created);
@@ -52,10 +52,8 @@ DT_API int dt_bell_open(const char *name, int flags, struct dt_bell **out)
 		err = -EINVAL;
 		goto fail;
 	}
-	if ((b->o.wake_fd = ipc_open_wake(name, ".bell.wake")) < 0) {
-		err = b->o.wake_fd;
+	if ((err = ipc_open_fifos(&b->o, name, ".bell")))
 		goto fail;
-	}
 	dt_now_ns();                         /* the clock calibrated now, not in a wait */
 	b->seen = load_acquire(&b->sh->rings);
 	b->o.progress = &b->sh->rings;
@@ -66,8 +64,7 @@ DT_API int dt_bell_open(const char *name, int flags, struct dt_bell **out)
 	*out = b;
 	return 0;
 fail:
-	if (b->o.wake_fd >= 0)
-		close(b->o.wake_fd);
+	ipc_close_fifos(&b->o);
 	if (b->o.map)
 		munmap(b->o.map, b->o.map_bytes);
 	free(b);
@@ -117,7 +114,7 @@ DT_API int dt_bell_wait(struct dt_bell *b, uint64_t deadline_ns)
 			cpu_relax();
 			continue;
 		}
-		ipc_sleep_while(b->o.wake_fd, &b->sh->wake_wanted, &b->sh->rings, b->seen, now, deadline_ns);
+		ipc_sleep_while(&b->o, &b->sh->rings, b->seen, now, deadline_ns);
 	}
 }
 
@@ -127,7 +124,7 @@ DT_API int dt_bell_fd(struct dt_bell *b)
 		return -EINVAL;
 	if (!b->fd_armed) {
 		b->fd_armed = true;
-		__atomic_fetch_add(&b->sh->wake_wanted, WAKE_ARMED, __ATOMIC_SEQ_CST);
+		ipc_want_wakes(&b->o, WAKE_ARMED);
 	}
 	settle_fd(b);
 	return b->o.wake_fd;
@@ -139,8 +136,8 @@ DT_API int dt_bell_close(struct dt_bell *b)
 		return -EINVAL;
 	watcher_remove(&b->o);
 	if (b->fd_armed)
-		__atomic_fetch_sub(&b->sh->wake_wanted, WAKE_ARMED, __ATOMIC_SEQ_CST);
-	close(b->o.wake_fd);
+		ipc_unwant_wakes(&b->o, WAKE_ARMED);
+	ipc_close_fifos(&b->o);
 	munmap(b->o.map, b->o.map_bytes);
 	free(b);
 	return 0;

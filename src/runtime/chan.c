@@ -163,7 +163,7 @@ DT_API int dt_chan_open(const char *name, int flags, size_t bytes, struct dt_cha
 		return -ENOMEM;
 	memset(c, 0, sizeof(*c));            /* every byte touched now, not on a detached thread */
 	c->o.kind = IPC_CHAN;
-	c->o.wake_fd = -1;
+	c->o.wake_fd = c->o.kick_fd = -1;
 	err = ipc_open_file(name, ".chan", flags & DT_CHAN_CREATE, CHAN_HDR_BYTES + init.ring_bytes,
 			    CHAN_HDR_BYTES + CHAN_RING_MAX, &init, sizeof(init), &c->o.map, &c->o.map_bytes, &created);
 	if (err)
@@ -180,10 +180,8 @@ DT_API int dt_chan_open(const char *name, int flags, size_t bytes, struct dt_cha
 		err = -EINVAL;
 	if (err)
 		goto fail;
-	if ((c->o.wake_fd = ipc_open_wake(name, ".chan.wake")) < 0) {
-		err = c->o.wake_fd;
+	if ((err = ipc_open_fifos(&c->o, name, ".chan")))
 		goto fail;
-	}
 	dt_now_ns();                         /* the clock calibrated now, not in a get */
 	c->o.me = ipc_self_role();
 	c->o.my_role = c->producer ? &c->sh->producer : &c->sh->consumer;
@@ -202,6 +200,7 @@ DT_API int dt_chan_open(const char *name, int flags, size_t bytes, struct dt_cha
 		/* the waiters of a consumer that died are gone */
 		store_relaxed(&c->sh->wake_wanted, 0);
 		ipc_drain(c->o.wake_fd);
+		ipc_drain(c->o.kick_fd);
 		store_release(&c->sh->head, c->pos);
 	}
 	if ((err = watcher_add(&c->o))) {
@@ -211,8 +210,7 @@ DT_API int dt_chan_open(const char *name, int flags, size_t bytes, struct dt_cha
 	*out = c;
 	return 0;
 fail:
-	if (c->o.wake_fd >= 0)
-		close(c->o.wake_fd);
+	ipc_close_fifos(&c->o);
 	if (c->o.map)
 		munmap(c->o.map, c->o.map_bytes);
 	free(c);
@@ -377,8 +375,7 @@ static long wait_more(struct dt_chan *c, uint64_t deadline)
 		return 0;
 	}
 	/* the watcher writes the FIFO when the producer dies, too */
-	ipc_sleep_while(c->o.wake_fd, &c->sh->wake_wanted, &c->sh->tail, c->stream ? c->pos : c->tail_seen, now,
-			deadline);
+	ipc_sleep_while(&c->o, &c->sh->tail, c->stream ? c->pos : c->tail_seen, now, deadline);
 	return 0;
 }
 
@@ -446,7 +443,7 @@ DT_API int dt_chan_fd(struct dt_chan *c)
 		return -EINVAL;
 	if (!c->fd_armed) {
 		c->fd_armed = true;
-		__atomic_fetch_add(&c->sh->wake_wanted, WAKE_ARMED, __ATOMIC_SEQ_CST);
+		ipc_want_wakes(&c->o, WAKE_ARMED);
 	}
 	settle_fd(c);
 	return c->o.wake_fd;
@@ -466,11 +463,11 @@ DT_API int dt_chan_close(struct dt_chan *c)
 		return -EINVAL;
 	watcher_remove(&c->o);
 	if (c->fd_armed)
-		__atomic_fetch_sub(&c->sh->wake_wanted, WAKE_ARMED, __ATOMIC_SEQ_CST);
+		ipc_unwant_wakes(&c->o, WAKE_ARMED);
 	ipc_role_release(c->o.my_role, c->o.me);
 	if (c->producer)
 		ipc_wake(c->o.wake_fd);          /* a waiting consumer sees -EPIPE now */
-	close(c->o.wake_fd);
+	ipc_close_fifos(&c->o);
 	munmap(c->o.map, c->o.map_bytes);
 	free(c);
 	return 0;

@@ -112,37 +112,62 @@ int ipc_open_file(const char *name, const char *suffix, bool create, size_t byte
 	return 0;
 }
 
-int ipc_open_wake(const char *name, const char *suffix)
+static int open_fifo(const char *name, const char *suffix, const char *which)
 {
-	char path[IPC_NAME_MAX + 64];
+	char path[IPC_NAME_MAX + 64], full[IPC_NAME_MAX + 80];
 	int fd, err;
 
 	if ((err = ipc_path(path, sizeof(path), name, suffix)))
 		return err;
+	snprintf(full, sizeof(full), "%s%s", path, which);
 	for (int i = 0; i < 2; i++) {
 		/* O_RDWR: a FIFO opened for both never blocks the open and never
 		 * reports end-of-file when the other side goes */
-		fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+		fd = open(full, O_RDWR | O_NONBLOCK | O_CLOEXEC);
 		if (fd >= 0 || errno != ENOENT)
 			break;
-		if (mkfifo(path, 0600) && errno != EEXIST)
+		if (mkfifo(full, 0600) && errno != EEXIST)
 			return -errno;
 	}
 	return fd >= 0 ? fd : -errno;
 }
 
-int ipc_unlink(const char *name, const char *suffix, bool with_wake)
+int ipc_open_fifos(struct ipc_obj *o, const char *name, const char *suffix)
 {
-	char path[IPC_NAME_MAX + 64], wake[IPC_NAME_MAX + 80];
+	if ((o->wake_fd = open_fifo(name, suffix, ".wake")) < 0) {
+		int err = o->wake_fd;
+		o->wake_fd = -1;
+		return err;
+	}
+	if ((o->kick_fd = open_fifo(name, suffix, ".kick")) < 0) {
+		int err = o->kick_fd;
+		o->kick_fd = -1;
+		return err;
+	}
+	return 0;
+}
+
+void ipc_close_fifos(struct ipc_obj *o)
+{
+	if (o->wake_fd >= 0)
+		close(o->wake_fd);
+	if (o->kick_fd >= 0)
+		close(o->kick_fd);
+	o->wake_fd = o->kick_fd = -1;
+}
+
+int ipc_unlink(const char *name, const char *suffix, bool with_fifos)
+{
+	char path[IPC_NAME_MAX + 64], fifo[IPC_NAME_MAX + 80];
 	int err;
 
 	if ((err = ipc_path(path, sizeof(path), name, suffix)))
 		return err;
 	if (unlink(path))
 		return -errno;
-	if (with_wake) {
-		snprintf(wake, sizeof(wake), "%s.wake", path);
-		unlink(wake);
+	for (int i = 0; with_fifos && i < 2; i++) {
+		snprintf(fifo, sizeof(fifo), "%s%s", path, i ? ".kick" : ".wake");
+		unlink(fifo);
 	}
 	return 0;
 }
@@ -198,22 +223,43 @@ void ipc_drain(int wake_fd)
 		;
 }
 
+/* The kick FIFO holds a byte while wake-ups are wanted and a watcher has
+ * not taken it yet: the first waiter writes it, the last one (or a watcher)
+ * drains it.  A waiter that came between the last one's count and its
+ * drain is seen by the look after the drain, and its byte put back. */
+void ipc_want_wakes(const struct ipc_obj *o, uint32_t n)
+{
+	/* seq_cst: the count is seen before the waiter looks at the word it
+	 * waits on (pairs with the watcher's fence) */
+	if (__atomic_fetch_add(o->wake_wanted, n, __ATOMIC_SEQ_CST) == 0)
+		ipc_wake(o->kick_fd);
+}
+
+void ipc_unwant_wakes(const struct ipc_obj *o, uint32_t n)
+{
+	if (__atomic_fetch_sub(o->wake_wanted, n, __ATOMIC_SEQ_CST) != n)
+		return;
+	ipc_drain(o->kick_fd);
+	full_fence();           /* the drain before the look: a newcomer's byte is not lost */
+	if (load_relaxed(o->wake_wanted))
+		ipc_wake(o->kick_fd);
+}
+
 /* A Linux waiter: counted in *wake_wanted, it looks at *word once more
  * (the seq_cst add and fence pair with the waker's fence: either the waker
  * sees the count or we see the word move), then sleeps on the FIFO while
  * the word still holds `seen`: until woken, the deadline, or 100 ms at
  * most, so that a corrupted count delays a wake-up but never hangs us. */
-void ipc_sleep_while(int wake_fd, uint32_t *wake_wanted, const uint64_t *word, uint64_t seen, uint64_t now,
-		     uint64_t deadline)
+void ipc_sleep_while(const struct ipc_obj *o, const uint64_t *word, uint64_t seen, uint64_t now, uint64_t deadline)
 {
-	struct pollfd pfd = { .fd = wake_fd, .events = POLLIN };
+	struct pollfd pfd = { .fd = o->wake_fd, .events = POLLIN };
 	uint64_t ns = deadline - now < IPC_SLEEP_SLICE_NS ? deadline - now : IPC_SLEEP_SLICE_NS;
 	struct timespec ts = { (time_t)(ns / 1000000000u), (long)(ns % 1000000000u) };
 
-	__atomic_fetch_add(wake_wanted, 1, __ATOMIC_SEQ_CST);
+	ipc_want_wakes(o, 1);
 	full_fence();
 	if (load_acquire(word) == seen)
 		ppoll(&pfd, 1, &ts, NULL);
-	__atomic_fetch_sub(wake_wanted, 1, __ATOMIC_SEQ_CST);
-	ipc_drain(wake_fd);
+	ipc_unwant_wakes(o, 1);
+	ipc_drain(o->wake_fd);
 }

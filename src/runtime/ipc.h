@@ -29,7 +29,8 @@ enum ipc_kind { IPC_CHAN, IPC_BELL };
 struct ipc_obj {
 	struct ipc_obj *next;           /* watcher's list, under its lock */
 	enum ipc_kind kind;
-	int wake_fd;                    /* the FIFO, O_RDWR | O_NONBLOCK */
+	int wake_fd;                    /* the FIFO waiters sleep on, O_RDWR | O_NONBLOCK */
+	int kick_fd;                    /* the FIFO that wakes the watchers: a waiter came */
 	void *map;
 	size_t map_bytes;
 	/* roles (channels): the word we hold and the one of our peer */
@@ -60,8 +61,12 @@ int ipc_path(char *buf, size_t len, const char *name, const char *suffix);
  * a file of more than max_bytes is refused (-EINVAL). */
 int ipc_open_file(const char *name, const char *suffix, bool create, size_t bytes, size_t max_bytes,
 		  const void *init, size_t init_bytes, void **map, size_t *map_bytes, bool *created);
-int ipc_open_wake(const char *name, const char *suffix);
-int ipc_unlink(const char *name, const char *suffix, bool with_wake);
+/* Opens the object's two FIFOs, IPC_DIR/NAME.SUFFIX.wake and .kick, into
+ * o->wake_fd and o->kick_fd (-1 each on failure); ipc_close_fifos closes
+ * what is open. */
+int ipc_open_fifos(struct ipc_obj *o, const char *name, const char *suffix);
+void ipc_close_fifos(struct ipc_obj *o);
+int ipc_unlink(const char *name, const char *suffix, bool with_fifos);
 void ipc_prefault(void *p, size_t bytes);
 uint64_t ipc_self_role(void);
 int ipc_role_claim(uint64_t *word, uint64_t me);
@@ -70,14 +75,22 @@ void ipc_role_release(uint64_t *word, uint64_t me);
 void ipc_wake(int wake_fd);
 /* Linux side: takes the bytes out of the FIFO. */
 void ipc_drain(int wake_fd);
+/* Linux side: n more (or fewer) wake-ups wanted in *o->wake_wanted (1 a
+ * sleeper, WAKE_ARMED a polled fd).  The first of them kicks the watchers,
+ * which sleep while nobody wants a wake-up (watcher.c); the last drains
+ * the kick. */
+void ipc_want_wakes(const struct ipc_obj *o, uint32_t n);
+void ipc_unwant_wakes(const struct ipc_obj *o, uint32_t n);
 /* Linux side: sleeps on the FIFO while *word == seen, at most until
  * deadline (> now) and IPC_SLEEP_SLICE_NS. */
 #define IPC_SLEEP_SLICE_NS 100000000ull
-void ipc_sleep_while(int wake_fd, uint32_t *wake_wanted, const uint64_t *word, uint64_t seen, uint64_t now,
-		     uint64_t deadline);
+void ipc_sleep_while(const struct ipc_obj *o, const uint64_t *word, uint64_t seen, uint64_t now, uint64_t deadline);
 
 /* watcher.c */
 int watcher_add(struct ipc_obj *o);
 void watcher_remove(struct ipc_obj *o);
+/* This process got detached threads (dt_detach without `detach run`):
+ * the watcher leaves the detached CPUs and takes up its waking duty. */
+void watcher_kick(void);
 
 #endif

@@ -3,17 +3,25 @@
  * enter the kernel to wake a Linux waiter or to ask whether its peer
  * lives; this thread does both for it:
  *
- *   - doorbells: in a process with detached threads, it looks at the
- *     progress word (a channel's tail, a bell's count) of every object
- *     every WATCH_ACTIVE_NS and writes the object's wake FIFO when the
- *     word moved and a Linux waiter wants it (Linux threads wake their
- *     waiters themselves);
+ *   - doorbells: in a process with detached threads, while a Linux waiter
+ *     wants a wake-up from an object (its wake_wanted is not 0), it looks
+ *     at the object's progress word (a channel's tail, a bell's count)
+ *     every WATCH_ACTIVE_NS and writes the object's wake FIFO when the word
+ *     moved (Linux threads wake their waiters themselves).  While nobody
+ *     waits it sleeps: the first waiter kicks it through the object's kick
+ *     FIFO (ipc_want_wakes), so a program whose Linux side polls is not
+ *     interrupted 20,000 times a second on a housekeeping CPU;
  *   - liveness: it holds a pidfd of each channel peer; when one becomes
  *     readable (the peer exited) and /proc confirms it, it clears the
  *     peer's role word, so the detached side sees -EPIPE by a plain load,
  *     and wakes local waiters;
  *   - our own role words: a value that is not ours while we hold the role
- *     was written by someone else, and is put back.
+ *     was written by someone else, and is put back (every WATCH_IDLE_NS
+ *     at the latest, as new peers are noticed).
+ *
+ * A process that detaches its first thread after opening (dt_detach
+ * without `detach run`) kicks it too (watcher_kick): it moves itself to the
+ * housekeeping CPUs and takes up its waking duty.
  *
  * The list of objects is only touched under the lock; the detached side
  * never takes it (open and close do). */
@@ -23,6 +31,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -36,7 +45,7 @@
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ipc_obj *objs;
 static pid_t running_in;               /* the process whose watcher runs (fork) */
-static int kick_fd = -1;               /* eventfd: the list changed */
+static int kick_fd = -1;               /* eventfd: the list changed, or we detached */
 
 static void peer_gone(struct ipc_obj *o, uint64_t peer)
 {
@@ -78,17 +87,22 @@ static void watch_peer(struct ipc_obj *o, const int *ready, int nready)
 	}
 }
 
-/* One look at every object; fills fds with what to sleep on. */
-static int tick(struct pollfd *fds, const int *ready, int nready, bool *duty)
+/* One look at every object; fills fds with what to sleep on: the pidfds
+ * of peers, and while nobody wants a wake-up, the kick FIFOs of the
+ * objects we would wake for.  *duty: someone does. */
+static int tick(struct pollfd *fds, const int *ready, int nready, bool *duty, int *first_kick)
 {
 	/* Only a process with detached threads wakes Linux waiters: a fork
 	 * child of an ordinary thread inherits dt_cfg.active but no detached
 	 * thread, and a second watcher writing the same named FIFO leaves it
 	 * readable after the waiter took the wake-up. */
 	bool waker = dt_cfg.active && dt_cfg.pid == running_in;
-	int n = 1;
+	int n = 1, kicks = 0;
 
 	*duty = false;
+	/* pairs with the waiter's seq_cst count: we drained the kick FIFOs
+	 * before this look, so a waiter we do not count here left a byte */
+	full_fence();
 	for (struct ipc_obj *o = objs; o; o = o->next) {
 		if (o->my_role && load_relaxed(o->my_role) != o->me) {
 			store_release(o->my_role, o->me);
@@ -98,17 +112,24 @@ static int tick(struct pollfd *fds, const int *ready, int nready, bool *duty)
 			watch_peer(o, ready, nready);
 		if (o->peer_pidfd >= 0 && n < WATCH_MAX_FDS)
 			fds[n++] = (struct pollfd){ .fd = o->peer_pidfd, .events = POLLIN };
-		if (o->progress) {
+		if (o->progress && waker) {
 			uint64_t v = load_acquire(o->progress);
+			bool wanted = load_relaxed(o->wake_wanted) != 0;
 			if (v != o->progress_seen) {
 				o->progress_seen = v;
 				full_fence();   /* pairs with the waiter's: wake_wanted set, then progress read */
-				if (waker && load_relaxed(o->wake_wanted))
+				if (load_relaxed(o->wake_wanted))
 					ipc_wake(o->wake_fd);
 			}
-			*duty |= waker;
+			*duty |= wanted;
+			kicks++;
 		}
 	}
+	/* Sleeping: a waiter's first count writes the kick FIFO. */
+	*first_kick = n;
+	for (struct ipc_obj *o = objs; !*duty && kicks && o; o = o->next)
+		if (o->progress && n < WATCH_MAX_FDS)
+			fds[n++] = (struct pollfd){ .fd = o->kick_fd, .events = POLLIN };
 	return n;
 }
 
@@ -116,7 +137,8 @@ static void *watcher(void *arg)
 {
 	struct pollfd fds[WATCH_MAX_FDS];
 	int ready[WATCH_MAX_FDS], nready = 0, n;
-	bool duty;
+	bool duty, placed = false, kicked = false;
+	int first_kick;
 	sigset_t all;
 
 	(void)arg;
@@ -124,8 +146,17 @@ static void *watcher(void *arg)
 	sigdelset(&all, SIGTRAP);   /* glibc's sites may hold an int3 (proxy.c) */
 	pthread_sigmask(SIG_BLOCK, &all, NULL);   /* the program's handlers run elsewhere */
 	for (;;) {
+		/* started before the process detached a thread: off its CPU now */
+		if (!placed && dt_cfg.active && dt_cfg.pid == running_in)
+			placed = !sched_setaffinity(0, sizeof(dt_hk_mask), &dt_hk_mask);
 		pthread_mutex_lock(&lock);
-		n = tick(fds, ready, nready, &duty);
+		/* a kick FIFO fired: emptied before tick looks at the counts (the
+		 * fds are ours only under the lock: close follows watcher_remove) */
+		for (struct ipc_obj *o = objs; kicked && o; o = o->next)
+			if (o->progress)
+				ipc_drain(o->kick_fd);
+		kicked = false;
+		n = tick(fds, ready, nready, &duty, &first_kick);
 		pthread_mutex_unlock(&lock);
 		fds[0] = (struct pollfd){ .fd = kick_fd, .events = POLLIN };
 		uint64_t ns = duty ? WATCH_ACTIVE_NS : WATCH_IDLE_NS;
@@ -135,9 +166,12 @@ static void *watcher(void *arg)
 			uint64_t v;
 			if (fds[0].revents && read(kick_fd, &v, sizeof(v)) < 0)
 				v = 0;
-			for (int i = 1; i < n; i++)
-				if (fds[i].revents)
+			for (int i = 1; i < n; i++) {
+				if (fds[i].revents && i >= first_kick)
+					kicked = true;
+				else if (fds[i].revents)
 					ready[nready++] = fds[i].fd;
+			}
 		}
 	}
 	return NULL;
@@ -179,6 +213,16 @@ static void forked(void)
 static void at_fork_once(void)
 {
 	pthread_atfork(NULL, NULL, forked);
+}
+
+void watcher_kick(void)
+{
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&lock);
+	if (running_in == getpid() && write(kick_fd, &one, sizeof(one)) < 0)
+		one = 0;        /* full: it has been kicked */
+	pthread_mutex_unlock(&lock);
 }
 
 int watcher_add(struct ipc_obj *o)

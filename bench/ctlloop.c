@@ -8,7 +8,11 @@
  *
  * Under `detach run` the same unmodified binary gets its waits served by
  * the runtime.  --spin waits by polling the TSC instead: no timer, no
- * sleep, the machine's own noise floor for this measurement. */
+ * sleep, the machine's own noise floor for this measurement.  --spin-clock
+ * is the floor of any correct timed wait in user space: it spins on the
+ * TSC toward the deadline and ends when CLOCK_MONOTONIC, read through the
+ * vDSO, says it has passed (the runtime's way, clock.c, inline in the
+ * loop: no call, no return). */
 #include "lib/bench.h"
 #include "lib/stats.h"
 #include "lib/util.h"
@@ -21,11 +25,15 @@
 #define DEFAULT_SAMPLES 10000
 #define DEFAULT_WARMUP  10
 #define DEFAULT_PERIOD  1000000ull   /* ns */
+#define CHECK_NS        20000        /* --spin-clock: the clock read at least this often */
+
+enum wait_kind { WAIT_SLEEP, WAIT_SPIN, WAIT_SPIN_CLOCK };
+static const char *const wait_name[] = { "clock_nanosleep", "spin", "spin-clock" };
 
 struct ctl_opts {
 	BENCH_COMMON;            /* cpu (-1: do not pin), samples, warmup, json, quiet */
 	uint64_t period_ns;
-	bool spin;
+	enum wait_kind wait;
 };
 
 static int usage(int status)
@@ -45,6 +53,8 @@ static int usage(int status)
 "  -w, --warmup N       periods run and discarded first (default %d)\n"
 "  -p, --period DUR     period, e.g. 1000us, 1ms (default 1000us)\n"
 "      --spin           wait by spinning on the TSC instead of sleeping\n"
+"      --spin-clock     spin on the TSC toward the deadline, end when\n"
+"                       CLOCK_MONOTONIC has passed it (a user-space wait's floor)\n"
 "  -j, --json FILE      write header, statistics and raw samples as JSON\n"
 "      --intervals FILE for each period the TSC span of its lateness (wake-up\n"
 "                       minus deviation to wake-up), for bench/tracecell\n"
@@ -60,6 +70,7 @@ static void parse(int argc, char **argv, struct ctl_opts *o)
 		BENCH_COMMON_LONGOPTS,
 		{ "period", required_argument, NULL, 'p' },
 		{ "spin", no_argument, NULL, 'S' },
+		{ "spin-clock", no_argument, NULL, 'C' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -76,7 +87,8 @@ static void parse(int argc, char **argv, struct ctl_opts *o)
 			}
 			o->period_ns = v;
 			break;
-		case 'S': o->spin = true; break;
+		case 'S': o->wait = WAIT_SPIN; break;
+		case 'C': o->wait = WAIT_SPIN_CLOCK; break;
 		case 'h': usage(0); break;
 		default: usage(2);
 		}
@@ -129,6 +141,28 @@ static void run_spin(uint64_t *tsc, uint64_t n, uint64_t period_cyc)
 	}
 }
 
+/* As the runtime waits (clock.c): toward a TSC target from the last clock
+ * read, the clock read again at the target (or every CHECK_NS), done when
+ * it has passed the deadline. */
+static void run_spin_clock(uint64_t *tsc, uint64_t n, uint64_t period_ns, const struct tsc_clock *clk)
+{
+	uint64_t next = monotonic_ns() + period_ns, check = ns_to_tsc_cycles(clk, CHECK_NS);
+
+	for (uint64_t i = 0; i <= n; i++) {
+		uint64_t now;
+
+		while ((now = monotonic_ns()) < next) {
+			uint64_t c = rdtsc(), left = ns_to_tsc_cycles(clk, next - now);
+			uint64_t target = c + (left < check ? left : check);
+
+			while (rdtsc() < target)
+				cpu_relax();
+		}
+		tsc[i] = rdtsc();
+		next += period_ns;
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct ctl_opts o = { .cpu = -1, .samples = DEFAULT_SAMPLES,
@@ -163,8 +197,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ctlloop: out of memory\n");
 		return 1;
 	}
-	if (o.spin) {
+	if (o.wait == WAIT_SPIN) {
 		run_spin(tsc, n, period);
+	} else if (o.wait == WAIT_SPIN_CLOCK) {
+		run_spin_clock(tsc, n, o.period_ns, &clk);
 	} else if ((err = run_sleep(tsc, n, o.period_ns))) {
 		fprintf(stderr, "ctlloop: clock_nanosleep: %s\n", strerror(-err));
 		return 1;
@@ -190,7 +226,7 @@ int main(int argc, char **argv)
 		printf("ctlloop: %llu periods of %llu us (%llu cycles at %.3f GHz), %s\n",
 		       (unsigned long long)st.n, (unsigned long long)(o.period_ns / 1000),
 		       (unsigned long long)period, (double)clk.hz / 1e9,
-		       o.spin ? "TSC spin" : "clock_nanosleep");
+		       wait_name[o.wait]);
 		printf("max deviation %lld cycles (%.3f%%): %+lld / %+lld (%+.3f%% / %+.3f%%), p99.9 |dev| %llu (%.4f%%)\n",
 		       (long long)st.p2p, st.p2p_pct, (long long)st.max_pos, (long long)st.max_neg,
 		       st.max_pos_pct, st.max_neg_pct, (unsigned long long)st.p999_abs, st.p999_abs_pct);
@@ -214,7 +250,7 @@ int main(int argc, char **argv)
 		json_uint(&j, "warmup", o.warmup);
 		json_uint(&j, "period_ns", o.period_ns);
 		json_uint(&j, "period_cycles", period);
-		json_str(&j, "wait", o.spin ? "spin" : "clock_nanosleep");
+		json_str(&j, "wait", wait_name[o.wait]);
 		json_object_end(&j);
 		json_object_begin(&j, "stats");
 		json_uint(&j, "n", st.n);

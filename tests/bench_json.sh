@@ -19,8 +19,9 @@ t_check "fwq small run" 0 "$FWQ" -c 0 -s 200 -w 3 -l 20000 --json "$tmp/fwq.json
 t_check "fwq calibrated run" 0 "$FWQ" -s 5 -w 1 -q 200000 --json "$tmp/fwq2.json"
 t_check "ctlloop sleep" 0 "$CTL" -c 0 -s 100 -w 2 -p 200us --json "$tmp/ctl.json"
 t_check "ctlloop spin" 0 "$CTL" -s 100 -w 2 -p 200us --spin --json "$tmp/spin.json"
+t_check "ctlloop spin-clock" 0 "$CTL" -s 100 -w 2 -p 200us --spin-clock --json "$tmp/spin-clock.json"
 t_check "fwdcost small run" 0 "$BUILD/bench/fwdcost" -c 0 -n 200 --json "$tmp/fwdcost.json"
-t_validate measurement "$tmp/fwq.json" "$tmp/fwq2.json" "$tmp/ctl.json" "$tmp/spin.json"
+t_validate measurement "$tmp/fwq.json" "$tmp/fwq2.json" "$tmp/ctl.json" "$tmp/spin.json" "$tmp/spin-clock.json"
 t_validate fwdcost "$tmp/fwdcost.json"
 
 "$PY" - "$tmp" <<'PYEOF' || t_fail "JSON schema"
@@ -59,7 +60,7 @@ need(0 <= st["delta_median"] <= st["delta_p99"] <= st["delta_p999"] <= st["delta
 f2 = json.load(open(f"{tmp}/fwq2.json"))
 need(f2["params"]["quantum_target"] == 200000 and f2["params"]["loops"] > 0, "fwq calibration")
 
-for name, wait in (("ctl", "clock_nanosleep"), ("spin", "spin")):
+for name, wait in (("ctl", "clock_nanosleep"), ("spin", "spin"), ("spin-clock", "spin-clock")):
     c = json.load(open(f"{tmp}/{name}.json"))
     common(c, "ctlloop", 100)
     p, st, s = c["params"], c["stats"], c["samples"]

@@ -145,15 +145,9 @@ static void write_left(clockid_t clk, uint64_t deadline, struct timespec *rem)
 	rem->tv_nsec = (long)(left % 1000000000ull);
 }
 
-/* What dt_wait_resume finds at its rsp: the rest of a trapped sleep. */
-struct wait_record {
-	long clk;
-	struct timespec *rem;           /* NULL: none, or an absolute sleep */
-	uint64_t deadline;
-	uintptr_t rip;                  /* the program's, after its `syscall` */
-};
 _Static_assert(sizeof(struct wait_record) == 32 && offsetof(struct wait_record, rip) == 24,
-	       "RECORD and R_RIP in clock_resume.S");
+	       "RECORD and R_RIP in clock_resume.S, W_RECORD in trampoline.S");
+_Static_assert(offsetof(struct dt_thread, intr_signo) == 320, "T_INTR_SIGNO in clock_resume.S");
 extern const char dt_wait_resume[] DT_HIDDEN;
 
 /* Whether the sleep that trapped with frame uc may end after the trap's
@@ -173,11 +167,17 @@ static bool can_resume(const struct dt_thread *t, const ucontext_t *uc)
 
 /* clock_nanosleep(clk, flags, req, rem); nanosleep(req, rem) is
  * clock_nanosleep(CLOCK_MONOTONIC, 0, req, rem).  uc: the trap's frame
- * (NULL through a rewritten site).  A trapped sleep waits here until
- * RESUME_NS before its deadline and leaves the rest to dt_wait_resume, so
- * that the kernel's way back from the trap is not between the deadline and
- * the program: the frame resumes there with the record below the
- * program's red zone (the program's stack is free memory there). */
+ * (NULL through a rewritten site).  The wait ends as close to the program
+ * as it can, so that no way back lies between the deadline and the
+ * program: a return after an interrupt (the tick, a host's exit) finds the
+ * return-address predictor overwritten, and each `ret` between the end of
+ * the wait and the program is then a mispredicted branch.  So the wait
+ * here stops RESUME_NS before the deadline and leaves the rest:
+ *   a trapped sleep to dt_wait_resume, where the frame resumes, with the
+ *   record below the program's red zone (the program's stack is free
+ *   memory there): the kernel's rt_sigreturn is before it;
+ *   a rewritten site's sleep to the trampoline's tail, in the record of
+ *   its frame (t->wait_tail): the C calls of the dispatch are before it. */
 long timed_sleep(struct dt_thread *t, clockid_t clk, int flags, const struct timespec *req,
 		 struct timespec *rem, ucontext_t *uc)
 {
@@ -200,6 +200,15 @@ long timed_sleep(struct dt_thread *t, clockid_t clk, int flags, const struct tim
 			g[REG_RIP] = (greg_t)dt_wait_resume;
 			return 0;       /* rax: dt_wait_resume's result replaces it */
 		}
+	} else if (!uc && t->wait_tail) {
+		r = timed_wait_until(t, clk, deadline > RESUME_NS ? deadline - RESUME_NS : 0);
+		if (r == 0) {
+			struct wait_record *w = t->wait_tail;
+			w->rem = flags & TIMER_ABSTIME ? NULL : rem;
+			w->deadline = deadline;
+			w->clk = clk;   /* >= 0: the trampoline's tail waits */
+			return 0;       /* the tail's result replaces it */
+		}
 	} else {
 		r = timed_wait_until(t, clk, deadline);
 	}
@@ -208,8 +217,8 @@ long timed_sleep(struct dt_thread *t, clockid_t clk, int flags, const struct tim
 	return r;
 }
 
-/* The rest of a trapped sleep, from dt_wait_resume: the call's result. */
-long timed_wait_resume(struct dt_thread *t, const struct wait_record *w) DT_HIDDEN;
+/* The rest of a sleep, from dt_wait_resume or the trampoline's tail: the
+ * call's result. */
 long timed_wait_resume(struct dt_thread *t, const struct wait_record *w)
 {
 	long r = timed_wait_until(t, (clockid_t)w->clk, w->deadline);

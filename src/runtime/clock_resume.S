@@ -22,14 +22,18 @@
  * on it runs on a stack of the runtime's or on the program's alternate
  * stack, never on it from the top.
  *
- * The part up to the C call lies in `detach_wait`: a handler that runs
- * there ends the wait with EINTR (signals.c), as inside timed_wait_until.
- * The part after it does not: the wait is over, a handler that runs then
- * does not make it fail. */
+ * The part up to the C call's return lies in `detach_wait`: a handler that
+ * runs there ends the wait with EINTR (signals.c), as inside
+ * timed_wait_until.  The part after it does not: the wait is over, a
+ * handler that runs then does not make it fail.  The C function is entered
+ * with a `call`, so that its return is predicted; a handler that runs at
+ * the one instruction after that call, in `detach_wait`, finds the wait
+ * over and leaves a mark (intr_signo) that dt_wait_resumed clears. */
 #define RED_ZONE   128
 #define RECORD     32           /* sizeof(struct wait_record), checked in clock.c */
 #define R_RIP      24           /* offsetof(struct wait_record, rip) */
 #define T_STACK_HI 208          /* offsetof(struct dt_thread, stack_hi), checked in stack.c */
+#define T_INTR_SIGNO 320        /* offsetof(struct dt_thread, intr_signo), checked in clock.c */
 
 	.section detach_wait,"ax",@progbits
 	.globl dt_wait_resume
@@ -58,15 +62,16 @@ dt_wait_resume:
 	andq $-16, %rsp
 	movq %r11, %rdi                 /* t */
 	leaq 8(%rcx), %rsi              /* the record */
-	leaq .Lresumed(%rip), %rax      /* returns outside detach_wait */
-	pushq %rax
-	jmp timed_wait_resume
+	call timed_wait_resume
+	jmp dt_wait_resumed             /* rax: the call's result */
 	.size dt_wait_resume, .-dt_wait_resume
 
 	.text
 	.type dt_wait_resumed,@function
 dt_wait_resumed:
-.Lresumed:                              /* rax: the call's result */
+	movq dt_self@gottpoff(%rip), %r11
+	movq %fs:(%r11), %r11
+	movl $0, T_INTR_SIGNO(%r11)     /* see above: the wait is over */
 	movq %rbp, %rsp
 	popq %rbp
 	popq %r10

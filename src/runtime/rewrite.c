@@ -30,6 +30,7 @@
  */
 #include "runtime/rewrite.h"
 #include "runtime/intercept.h"
+#include "runtime/clock.h"
 #include "runtime/config.h"
 #include "runtime/dispatch.h"
 
@@ -448,8 +449,12 @@ __attribute__((noreturn)) void dt_stray_jump(uintptr_t ret)
 	__builtin_unreachable();
 }
 
-long dt_trampoline_dispatch(long nr, long *a, long *retrap, uintptr_t ret) DT_HIDDEN;
-long dt_trampoline_dispatch(long nr, long *a, long *retrap, uintptr_t ret)
+/* *retrap: 1, the call is re-issued to trap; 2, a sleep left its rest in
+ * tail, for the trampoline to wait after the C calls have returned
+ * (clock.c: timed_sleep).  tail: NULL when the trampoline saved the vector
+ * state (the tail's way back restores none). */
+long dt_trampoline_dispatch(long nr, long *a, long *retrap, uintptr_t ret, struct wait_record *tail) DT_HIDDEN;
+long dt_trampoline_dispatch(long nr, long *a, long *retrap, uintptr_t ret, struct wait_record *tail)
 {
 	struct dt_thread *t = dt_self;
 	long r;
@@ -459,10 +464,23 @@ long dt_trampoline_dispatch(long nr, long *a, long *retrap, uintptr_t ret)
 	/* a copy: the dispatch may rewrite arguments, the slots behind a are
 	 * what the program's registers are restored from */
 	long args[6] = { a[0], a[1], a[2], a[3], a[4], a[5] };
+	/* only a sleep may leave a tail: other calls pay one comparison */
+	bool sleep = nr == SYS_nanosleep || nr == SYS_clock_nanosleep;
+	struct wait_record *outer = NULL;
+	if (sleep) {
+		outer = t->wait_tail;   /* a handler's sleep nests */
+		if (tail)
+			tail->clk = -1;
+		t->wait_tail = tail;
+	}
 	r = dt_dispatch(t, nr, args, ret, NULL);
+	if (sleep)
+		t->wait_tail = outer;
 	if (t->need_trap) {
 		t->need_trap = false;
 		*retrap = 1;
+	} else if (sleep && tail && tail->clk >= 0) {
+		*retrap = 2;
 	}
 	return r;
 }

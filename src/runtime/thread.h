@@ -55,6 +55,7 @@ struct app_sched {
 };
 
 struct sandbox_filter;
+struct wait_record;
 
 /* A detached or watched thread: all its mutable state (threads.c owns it). */
 struct dt_thread {
@@ -94,6 +95,9 @@ struct dt_thread {
 	/* the program's seccomp filters, newest first (sandbox.c): NULL, the
 	 * one branch a call pays when there are none */
 	const struct sandbox_filter *filters;
+	/* the trampoline frame's record of the rewritten call in dispatch (NULL:
+	 * none), where a sleep leaves its rest for the trampoline (clock.c) */
+	struct wait_record *wait_tail;
 	struct dt_thread_stats *stats;
 	char path[4096 + 64];           /* /proc/thread-self rewriting */
 	struct dt_thread_stats own_stats; /* counters until a registry slot is had */

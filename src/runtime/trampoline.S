@@ -46,6 +46,7 @@
 #define T_OBSERVED      (T_APP_SS_HI + 8 + 24 + 1)   /* checked in stack.c */
 #define SITES           8192    /* rewrite.c's table */
 #define NR_TABLE        512     /* DT_NR_SYSCALLS */
+#define W_RECORD        32      /* sizeof(struct wait_record), checked in clock.c */
 
 	.text
 	.globl dt_trampoline_entry
@@ -104,8 +105,9 @@ dt_trampoline_entry:
 	pushq %rsi                      /* -40 */
 	pushq %rdi                      /* -48 */
 	pushq %rax                      /* -56: nr */
-	pushq $0                        /* -64: retrap flag, set by C */
+	pushq $0                        /* -64: retrap flag, set by C: 1 retrap, 2 wait's tail */
 	pushq $0                        /* -72: result */
+	subq $W_RECORD, %rsp            /* -104: a sleep's rest (struct wait_record) */
 	/* A call that dt_dispatch carries out in general registers alone
 	 * (dispatch_general_only: a plain forward, gettid) on a detached
 	 * thread: the C code behind is built with -mgeneral-regs-only and
@@ -119,7 +121,22 @@ dt_trampoline_entry:
 	cmpb $0, T_OBSERVED(%r11)
 	jne .Lsave_vectors
 	andq $-16, %rsp
+	leaq -104(%rbp), %r8            /* a sleep may leave its rest there */
 	call .Ldispatch
+	movq %rax, -72(%rbp)
+	cmpq $2, -64(%rbp)
+	jne .Lrestore
+	/* A sleep's rest (clock.c: timed_sleep): waited here, after the C
+	 * calls of the dispatch have returned, so that between the end of the
+	 * wait and the program are two predicted returns and the restore
+	 * below; an interrupt during the wait (the tick) overwrites the
+	 * return-address predictor, and every `ret` after it mispredicts.
+	 * timed_wait_resume runs in general registers alone, as the dispatch. */
+	movq $0, -64(%rbp)
+	movq dt_self@gottpoff(%rip), %rdi
+	movq %fs:(%rdi), %rdi
+	leaq -104(%rbp), %rsi
+	call timed_wait_resume
 	movq %rax, -72(%rbp)
 	jmp .Lrestore
 .Lsave_vectors:
@@ -141,7 +158,8 @@ dt_trampoline_entry:
 	xsavec (%rsp)
 	jmp 2f
 1:	xsave (%rsp)
-2:	call .Ldispatch
+2:	xorl %r8d, %r8d                 /* no wait's tail: it restores no vector state */
+	call .Ldispatch
 	movq %rax, -72(%rbp)
 	movl $-1, %eax
 	movl $-1, %edx
@@ -177,9 +195,9 @@ dt_trampoline_entry:
 	leaq RED_ZONE(%rsp), %rsp       /* rsp -> return address, as on entry */
 	jmp dt_retrap_syscall
 
-	/* dt_trampoline_dispatch(nr, args, &retrap, return address), the
-	 * frame at rbp; one return address deeper, so the stack stays aligned
-	 * for the C call */
+	/* dt_trampoline_dispatch(nr, args, &retrap, return address, r8: the
+	 * wait's record or NULL), the frame at rbp; one return address deeper,
+	 * so the stack stays aligned for the C call */
 .Ldispatch:
 	movq -56(%rbp), %rdi            /* nr */
 	leaq -48(%rbp), %rsi            /* args[6] */

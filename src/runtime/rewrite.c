@@ -449,6 +449,24 @@ __attribute__((noreturn)) void dt_stray_jump(uintptr_t ret)
 	__builtin_unreachable();
 }
 
+/* A sleep: it may leave its rest in tail (see below); out of line, so that
+ * other calls pay one comparison and no register for it. */
+__attribute__((noinline))
+static long dispatch_sleep(struct dt_thread *t, long nr, long *args, uintptr_t ret, struct wait_record *tail,
+			   bool *left_rest)
+{
+	struct wait_record *outer = t->wait_tail;   /* a handler's sleep nests */
+	long r;
+
+	if (tail)
+		tail->clk = -1;
+	t->wait_tail = tail;
+	r = dt_dispatch(t, nr, args, ret, NULL);
+	t->wait_tail = outer;
+	*left_rest = tail && tail->clk >= 0;
+	return r;
+}
+
 /* *retrap: 1, the call is re-issued to trap; 2, a sleep left its rest in
  * tail, for the trampoline to wait after the C calls have returned
  * (clock.c: timed_sleep).  tail: NULL when the trampoline saved the vector
@@ -464,22 +482,15 @@ long dt_trampoline_dispatch(long nr, long *a, long *retrap, uintptr_t ret, struc
 	/* a copy: the dispatch may rewrite arguments, the slots behind a are
 	 * what the program's registers are restored from */
 	long args[6] = { a[0], a[1], a[2], a[3], a[4], a[5] };
-	/* only a sleep may leave a tail: other calls pay one comparison */
-	bool sleep = nr == SYS_nanosleep || nr == SYS_clock_nanosleep;
-	struct wait_record *outer = NULL;
-	if (sleep) {
-		outer = t->wait_tail;   /* a handler's sleep nests */
-		if (tail)
-			tail->clk = -1;
-		t->wait_tail = tail;
-	}
-	r = dt_dispatch(t, nr, args, ret, NULL);
-	if (sleep)
-		t->wait_tail = outer;
+	bool left_rest = false;
+	if (__builtin_expect(nr == SYS_nanosleep || nr == SYS_clock_nanosleep, 0))
+		r = dispatch_sleep(t, nr, args, ret, tail, &left_rest);
+	else
+		r = dt_dispatch(t, nr, args, ret, NULL);
 	if (t->need_trap) {
 		t->need_trap = false;
 		*retrap = 1;
-	} else if (sleep && tail && tail->clk >= 0) {
+	} else if (left_rest) {
 		*retrap = 2;
 	}
 	return r;

@@ -4,8 +4,9 @@
  * (400,000 in sud mode, where each traps) return the pid;
  * setitimer/open/close/brk never fail with EINTR and no descriptor leaks; a
  * pipe read interrupted by a handler without SA_RESTART and at once by one
- * with it ends with EINTR (the first one decides).  Checked natively first,
- * then detached.
+ * with it ends with EINTR (the first one decides); 20 us sleeps end with
+ * EINTR only when a handler ran during them.  Checked natively first, then
+ * detached.
  * Timeout: 600 */
 #include "helpers/t_detach.h"
 
@@ -90,6 +91,29 @@ static void no_eintr_calls(void)
 	t_check(sbrk(0) == brk0, "the break moved: %p -> %p", brk0, sbrk(0));
 }
 
+/* Short sleeps under the storm: one ends with EINTR only when a handler
+ * ran during it (the alarm count moved), never because a handler ran just
+ * after an earlier wait had ended. */
+static void no_invented_eintr_sleeps(void)
+{
+	const struct timespec nap = { 0, 20000 };
+	long eintr = 0, invented = 0, n = 0;
+	struct timespec end, now;
+
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += 2;
+	do {
+		long seen = alarms;
+		if (nanosleep(&nap, NULL) && errno == EINTR && (eintr++, alarms == seen))
+			invented++;
+		n++;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+	} while (now.tv_sec < end.tv_sec || (now.tv_sec == end.tv_sec && now.tv_nsec < end.tv_nsec));
+	printf("%ld sleeps of 20 us under the storm: %ld EINTR, %ld without a handler run, %ld alarms\n",
+	       n, eintr, invented, alarms);
+	t_check(invented == 0, "%ld of %ld sleeps ended with EINTR while no handler ran", invented, n);
+}
+
 /* A read blocked on a pipe, hit by SIGUSR1 (no SA_RESTART), then at once
  * by SIGCHLD (SA_RESTART): natively EINTR. */
 static int pfd[2];
@@ -148,6 +172,7 @@ int main(int argc, char **argv)
 	storm(true);
 	getpid_storm();
 	no_eintr_calls();
+	no_invented_eintr_sleeps();
 	storm(false);
 	return t_native() ? t_done() : t_detached_done();
 }

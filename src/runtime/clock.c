@@ -89,6 +89,17 @@ bool timed_wait_clock_ok(clockid_t clk)
 	return clk == CLOCK_MONOTONIC || clk == CLOCK_REALTIME || clk == CLOCK_BOOTTIME;
 }
 
+/* A call's wait begins: a mark left before it (a handler that returned
+ * into an earlier wait after its last look, or before this call began) is
+ * not this call's interruption; natively such a handler runs before the
+ * call or after it.  Here, outside detach_wait, so that no handler's
+ * return can set the mark between this and the wait. */
+static void wait_begins(struct dt_thread *t)
+{
+	if (t && !t->depth)     /* inside a handler that interrupted a forwarded call: that call's mark */
+		t->intr_signo = 0;
+}
+
 /* Until clk reads deadline_ns or later: 0; -EINTR if a handler ran. */
 __attribute__((noinline, section("detach_wait")))
 long timed_wait_until(struct dt_thread *t, clockid_t clk, uint64_t deadline_ns)
@@ -184,6 +195,7 @@ long timed_sleep(struct dt_thread *t, clockid_t clk, int flags, const struct tim
 	uint64_t ns, start = clock_ns(clk), deadline;
 	long r;
 
+	wait_begins(t);
 	if ((r = checked_ns(req, &ns)))
 		return r;
 	deadline = (flags & TIMER_ABSTIME) ? ns : start + ns;
@@ -233,6 +245,7 @@ long timed_wait_resume(struct dt_thread *t, const struct wait_record *w)
  * back the time left, as Linux's does. */
 long timed_poll(struct dt_thread *t, long timeout_ms)
 {
+	wait_begins(t);
 	if (timeout_ms < 0)
 		return timed_wait_until(t, CLOCK_MONOTONIC, UINT64_MAX);
 	return timed_wait_until(t, CLOCK_MONOTONIC, clock_ns(CLOCK_MONOTONIC) + (uint64_t)timeout_ms * 1000000ull);
@@ -243,6 +256,7 @@ long timed_select(struct dt_thread *t, struct timeval *tv)
 	uint64_t deadline, now;
 	long r;
 
+	wait_begins(t);
 	if (!tv)
 		return timed_wait_until(t, CLOCK_MONOTONIC, UINT64_MAX);
 	if (tv->tv_sec < 0 || tv->tv_usec < 0)
@@ -263,6 +277,7 @@ long timed_ppoll(struct dt_thread *t, struct timespec *ts)
 	uint64_t ns, deadline, now;
 	long r;
 
+	wait_begins(t);
 	if (!ts)
 		return timed_wait_until(t, CLOCK_MONOTONIC, UINT64_MAX);
 	if ((r = checked_ns(ts, &ns)))

@@ -1,7 +1,7 @@
 # Description: CPU time reports what the program computed, not the time
 # the runtime spent waiting for it: process_time, thread_time, getrusage
 # (RUSAGE_SELF, RUSAGE_THREAD), times() and the process CPU clock advance
-# less than 20 ms around a 100 ms sleep (served in user space) and a 100 ms
+# less than 50 ms around a 100 ms sleep (served in user space) and a 100 ms
 # select on a pipe (forwarded), as natively; `ulimit -t 1` does not stop a
 # program that sleeps 3 s, still stops one that computes (as natively), and
 # the program reads its own limit, also after execve.
@@ -24,7 +24,7 @@ for what, wait in (("sleep", lambda: time.sleep(0.1)), ("select", lambda: select
     for i in range(3):
         a = now(); wait(); b = now()
         for n, x, y in zip(names, a, b):
-            if not 0 <= y - x < 0.02:
+            if not 0 <= y - x < 0.05:   # spinning counted would be 0.1 s; times() ticks are 10 ms
                 bad += 1
                 print(f"{n} advanced {y - x:.4f} s around a 100 ms {what}")
 print("cpu time ok" if not bad else f"{bad} wrong")

@@ -12,7 +12,11 @@
  * is the floor of any correct timed wait in user space: it spins on the
  * TSC toward the deadline and ends when CLOCK_MONOTONIC, read through the
  * vDSO, says it has passed (the runtime's way, clock.c, inline in the
- * loop: no call, no return). */
+ * loop: no call, no return).  --spin-framed is the same wait behind two
+ * calls made before it, as a program's clock_nanosleep is (its own call,
+ * libc's wrapper): the floor of a timed wait that a function call serves,
+ * since an interrupt during the wait (the tick) leaves the return-address
+ * predictor and the caches cold for those returns (docs/runtime.md). */
 #include "lib/bench.h"
 #include "lib/stats.h"
 #include "lib/util.h"
@@ -27,8 +31,8 @@
 #define DEFAULT_PERIOD  1000000ull   /* ns */
 #define CHECK_NS        20000        /* --spin-clock: the clock read at least this often */
 
-enum wait_kind { WAIT_SLEEP, WAIT_SPIN, WAIT_SPIN_CLOCK };
-static const char *const wait_name[] = { "clock_nanosleep", "spin", "spin-clock" };
+enum wait_kind { WAIT_SLEEP, WAIT_SPIN, WAIT_SPIN_CLOCK, WAIT_SPIN_FRAMED };
+static const char *const wait_name[] = { "clock_nanosleep", "spin", "spin-clock", "spin-framed" };
 
 struct ctl_opts {
 	BENCH_COMMON;            /* cpu (-1: do not pin), samples, warmup, json, quiet */
@@ -55,6 +59,8 @@ static int usage(int status)
 "      --spin           wait by spinning on the TSC instead of sleeping\n"
 "      --spin-clock     spin on the TSC toward the deadline, end when\n"
 "                       CLOCK_MONOTONIC has passed it (a user-space wait's floor)\n"
+"      --spin-framed    the same wait behind two function calls, as a program's\n"
+"                       clock_nanosleep is (the floor of a wait a call serves)\n"
 "  -j, --json FILE      write header, statistics and raw samples as JSON\n"
 "      --intervals FILE for each period the TSC span of its lateness (wake-up\n"
 "                       minus deviation to wake-up), for bench/tracecell\n"
@@ -71,6 +77,7 @@ static void parse(int argc, char **argv, struct ctl_opts *o)
 		{ "period", required_argument, NULL, 'p' },
 		{ "spin", no_argument, NULL, 'S' },
 		{ "spin-clock", no_argument, NULL, 'C' },
+		{ "spin-framed", no_argument, NULL, 'F' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -89,6 +96,7 @@ static void parse(int argc, char **argv, struct ctl_opts *o)
 			break;
 		case 'S': o->wait = WAIT_SPIN; break;
 		case 'C': o->wait = WAIT_SPIN_CLOCK; break;
+		case 'F': o->wait = WAIT_SPIN_FRAMED; break;
 		case 'h': usage(0); break;
 		default: usage(2);
 		}
@@ -144,20 +152,44 @@ static void run_spin(uint64_t *tsc, uint64_t n, uint64_t period_cyc)
 /* As the runtime waits (clock.c): toward a TSC target from the last clock
  * read, the clock read again at the target (or every CHECK_NS), done when
  * it has passed the deadline. */
-static void run_spin_clock(uint64_t *tsc, uint64_t n, uint64_t period_ns, const struct tsc_clock *clk)
+static inline __attribute__((always_inline)) void wait_clock(uint64_t deadline, uint64_t check,
+							      const struct tsc_clock *clk)
+{
+	uint64_t now;
+
+	while ((now = monotonic_ns()) < deadline) {
+		uint64_t c = rdtsc(), left = ns_to_tsc_cycles(clk, deadline - now);
+		uint64_t target = c + (left < check ? left : check);
+
+		while (rdtsc() < target)
+			cpu_relax();
+	}
+}
+
+/* --spin-framed: the wait two calls deep; the empty asm keeps each call a
+ * call and not a jump */
+static __attribute__((noinline)) void wait_inner(uint64_t deadline, uint64_t check, const struct tsc_clock *clk)
+{
+	wait_clock(deadline, check, clk);
+	__asm__ volatile("");
+}
+
+static __attribute__((noinline)) void wait_outer(uint64_t deadline, uint64_t check, const struct tsc_clock *clk)
+{
+	wait_inner(deadline, check, clk);
+	__asm__ volatile("");
+}
+
+static void run_spin_clock(uint64_t *tsc, uint64_t n, uint64_t period_ns, const struct tsc_clock *clk,
+			   bool framed)
 {
 	uint64_t next = monotonic_ns() + period_ns, check = ns_to_tsc_cycles(clk, CHECK_NS);
 
 	for (uint64_t i = 0; i <= n; i++) {
-		uint64_t now;
-
-		while ((now = monotonic_ns()) < next) {
-			uint64_t c = rdtsc(), left = ns_to_tsc_cycles(clk, next - now);
-			uint64_t target = c + (left < check ? left : check);
-
-			while (rdtsc() < target)
-				cpu_relax();
-		}
+		if (framed)
+			wait_outer(next, check, clk);
+		else
+			wait_clock(next, check, clk);
 		tsc[i] = rdtsc();
 		next += period_ns;
 	}
@@ -199,8 +231,8 @@ int main(int argc, char **argv)
 	}
 	if (o.wait == WAIT_SPIN) {
 		run_spin(tsc, n, period);
-	} else if (o.wait == WAIT_SPIN_CLOCK) {
-		run_spin_clock(tsc, n, o.period_ns, &clk);
+	} else if (o.wait == WAIT_SPIN_CLOCK || o.wait == WAIT_SPIN_FRAMED) {
+		run_spin_clock(tsc, n, o.period_ns, &clk, o.wait == WAIT_SPIN_FRAMED);
 	} else if ((err = run_sleep(tsc, n, o.period_ns))) {
 		fprintf(stderr, "ctlloop: clock_nanosleep: %s\n", strerror(-err));
 		return 1;

@@ -20,8 +20,9 @@ t_check "fwq calibrated run" 0 "$FWQ" -s 5 -w 1 -q 200000 --json "$tmp/fwq2.json
 t_check "ctlloop sleep" 0 "$CTL" -c 0 -s 100 -w 2 -p 200us --json "$tmp/ctl.json"
 t_check "ctlloop spin" 0 "$CTL" -s 100 -w 2 -p 200us --spin --json "$tmp/spin.json"
 t_check "ctlloop spin-clock" 0 "$CTL" -s 100 -w 2 -p 200us --spin-clock --json "$tmp/spin-clock.json"
+t_check "ctlloop spin-framed" 0 "$CTL" -s 100 -w 2 -p 200us --spin-framed --json "$tmp/spin-framed.json"
 t_check "fwdcost small run" 0 "$BUILD/bench/fwdcost" -c 0 -n 200 --json "$tmp/fwdcost.json"
-t_validate measurement "$tmp/fwq.json" "$tmp/fwq2.json" "$tmp/ctl.json" "$tmp/spin.json" "$tmp/spin-clock.json"
+t_validate measurement "$tmp/fwq.json" "$tmp/fwq2.json" "$tmp/ctl.json" "$tmp/spin.json" "$tmp/spin-clock.json" "$tmp/spin-framed.json"
 t_validate fwdcost "$tmp/fwdcost.json"
 
 "$PY" - "$tmp" <<'PYEOF' || t_fail "JSON schema"
@@ -60,7 +61,7 @@ need(0 <= st["delta_median"] <= st["delta_p99"] <= st["delta_p999"] <= st["delta
 f2 = json.load(open(f"{tmp}/fwq2.json"))
 need(f2["params"]["quantum_target"] == 200000 and f2["params"]["loops"] > 0, "fwq calibration")
 
-for name, wait in (("ctl", "clock_nanosleep"), ("spin", "spin"), ("spin-clock", "spin-clock")):
+for name, wait in (("ctl", "clock_nanosleep"), ("spin", "spin"), ("spin-clock", "spin-clock"), ("spin-framed", "spin-framed")):
     c = json.load(open(f"{tmp}/{name}.json"))
     common(c, "ctlloop", 100)
     p, st, s = c["params"], c["stats"], c["samples"]

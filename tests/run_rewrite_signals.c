@@ -1,7 +1,11 @@
 /* Description: signals at any point of the first calls of a program (the
- * sites being rewritten in rewrite mode) never hang it: a 20 us SA_RESTART
- * SIGALRM while the first calls of getppid, uname, getcwd, access and getuid
- * are made; 100 fresh processes under `detach run`, each with its own time
+ * sites being rewritten in rewrite mode) and of the forwarded calls after
+ * them never hang it nor change a result: a 20 us SA_RESTART SIGALRM whose
+ * handler makes a call of its own, while the first calls of getppid, uname,
+ * getcwd, access and getuid are made, then STORM_CALLS more of getppid and
+ * uname (a signal that lands as a forwarded call begins: its handler's
+ * getpid once took the call's place in the mailbox, and uname returned the
+ * pid); 100 fresh processes under `detach run`, each with its own time
  * limit, all print "done" as the program does natively.
  * Timeout: 300 */
 #include "helpers/t_detach.h"
@@ -16,6 +20,7 @@
 #define RUNS 100
 #define RUN_LIMIT_MS 5000
 #define HUNG_ENOUGH 3            /* stop counting after this many */
+#define STORM_CALLS 2000         /* forwarded calls per process after the first ones */
 
 static volatile sig_atomic_t ticks;
 
@@ -32,6 +37,7 @@ static int workload(void)
 	struct itimerval it = { { 0, 20 }, { 0, 20 } }, off = { { 0, 0 }, { 0, 0 } };
 	struct utsname u;
 	char cwd[4096];
+	pid_t parent = getppid();      /* before the storm */
 
 	sigaction(SIGALRM, &sa, NULL);
 	setitimer(ITIMER_REAL, &it, NULL);
@@ -43,9 +49,17 @@ static int workload(void)
 		r[2] = getcwd(cwd, sizeof(cwd)) ? 0 : -errno;
 		r[3] = access("/", R_OK) ? -errno : 0;
 		r[4] = getuid() == (uid_t)-2 ? -1 : 0;
-		if (r[0] <= 0 || r[1] || r[2] || r[3] || r[4]) {
+		if (r[0] != parent || r[1] || r[2] || r[3] || r[4]) {
 			fprintf(stderr, "getppid %ld, uname %ld, getcwd %ld, access %ld, getuid %ld\n", r[0], r[1],
 				r[2], r[3], r[4]);
+			return 1;
+		}
+	}
+	for (int i = 0; i < STORM_CALLS; i++) {
+		long p = getppid(), n = uname(&u);
+		if (p != parent || n) {
+			fprintf(stderr, "call %d of the storm: getppid %ld (not %ld), uname %ld\n", i, p,
+				(long)parent, n);
 			return 1;
 		}
 	}

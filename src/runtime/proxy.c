@@ -124,7 +124,8 @@ void proxy_abandoned(struct dt_thread *t)
 long proxy_forward(struct dt_thread *t, long nr, const long a[6])
 {
 	struct mailbox *mb = &t->mb;
-	uint64_t seq = mb->req_seq + 1;
+	uint64_t seq;
+	int32_t raised;
 	long r;
 
 	/* A mark left by a handler that returned into an earlier wait after
@@ -137,7 +138,14 @@ long proxy_forward(struct dt_thread *t, long nr, const long a[6])
 	 * wait was abandoned (forward(), dispatch.h) */
 	t->wait_frame = (uintptr_t)__builtin_frame_address(0);
 	t->depth++;
+	/* From here on a handler that interrupts us runs its calls locally
+	 * (forward()) and leaves the mailbox alone; one that ran before
+	 * forwarded its call through it, with the next sequence number.  So
+	 * the number is read only now: read before depth was raised, it was
+	 * that handler's too, our publish changed nothing, and its reply (a
+	 * SIGALRM handler's getpid) became ours (a uname returned the pid). */
 	same_thread_barrier();
+	seq = mb->req_seq + 1;
 	mb->nr = nr;
 	for (int i = 0; i < 6; i++)
 		mb->args[i] = a[i];
@@ -146,13 +154,14 @@ long proxy_forward(struct dt_thread *t, long nr, const long a[6])
 	r = wait_reply(t, seq);
 	t->stats->waited += rdtsc() - t0;
 	mb->intr = INTR_NONE;
+	raised = mb->raised;    /* ours: once depth is down, a handler's call may reuse the mailbox */
 	same_thread_barrier();
 	t->depth--;
-	if (mb->raised)
+	if (raised)
 		/* delivered on the way out of this kernel entry, before the
 		 * program sees the result, as natively; its handler's calls
 		 * are forwarded as usual (depth is back) */
-		sys_call4(SYS_rt_tgsigqueueinfo, dt_cfg.pid, t->tid, mb->raised, &t->raised_info);
+		sys_call4(SYS_rt_tgsigqueueinfo, dt_cfg.pid, t->tid, raised, &t->raised_info);
 	return r;
 }
 

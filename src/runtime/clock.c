@@ -89,17 +89,6 @@ bool timed_wait_clock_ok(clockid_t clk)
 	return clk == CLOCK_MONOTONIC || clk == CLOCK_REALTIME || clk == CLOCK_BOOTTIME;
 }
 
-/* A call's wait begins: a mark left before it (a handler that returned
- * into an earlier wait after its last look, or before this call began) is
- * not this call's interruption; natively such a handler runs before the
- * call or after it.  Here, outside detach_wait, so that no handler's
- * return can set the mark between this and the wait. */
-static void wait_begins(struct dt_thread *t)
-{
-	if (t && !t->depth)     /* inside a handler that interrupted a forwarded call: that call's mark */
-		t->intr_signo = 0;
-}
-
 /* Until clk reads deadline_ns or later: 0; -EINTR if a handler ran. */
 __attribute__((noinline, section("detach_wait")))
 long timed_wait_until(struct dt_thread *t, clockid_t clk, uint64_t deadline_ns)

@@ -128,12 +128,7 @@ long proxy_forward(struct dt_thread *t, long nr, const long a[6])
 	int32_t raised;
 	long r;
 
-	/* A mark left by a handler that returned into an earlier wait after
-	 * its last look is not this call's interruption (clock.c,
-	 * wait_begins).  Only outermost: inside a handler that interrupted a
-	 * forwarded call (depth > 0) the mark may be that call's. */
-	if (!t->depth)
-		t->intr_signo = 0;
+	wait_begins(t);
 	/* where this wait's frame is: a later call from above it means the
 	 * wait was abandoned (forward(), dispatch.h) */
 	t->wait_frame = (uintptr_t)__builtin_frame_address(0);

@@ -105,6 +105,19 @@ struct dt_thread {
 	_Alignas(64) char frame[16384];
 };
 
+/* A call's wait begins (a timed wait, clock.c; a forwarded call, proxy.c):
+ * a mark left before it (a handler that returned into an earlier wait
+ * after its last look, or ran before this call began) is not this call's
+ * interruption; natively such a handler runs before the call or after it.
+ * Called outside detach_wait, so that no handler's return can set the mark
+ * between this and the wait.  Only outermost: inside a handler that
+ * interrupted a forwarded call (depth > 0) the mark may be that call's. */
+static inline void wait_begins(struct dt_thread *t)
+{
+	if (!t->depth)
+		t->intr_signo = 0;
+}
+
 /* The calling thread's, NULL on threads that are not detached or watched
  * (defined in threads.c). */
 extern __thread struct dt_thread *dt_self DT_HIDDEN;

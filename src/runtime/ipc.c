@@ -132,18 +132,20 @@ static int open_fifo(const char *name, const char *suffix, const char *which)
 	return fd >= 0 ? fd : -errno;
 }
 
+/* An object's FIFOs, beside its file: waiters sleep on .wake, watchers on
+ * .kick (ipc.h). */
+static const char *const fifo_suffix[2] = { ".wake", ".kick" };
+
 int ipc_open_fifos(struct ipc_obj *o, const char *name, const char *suffix)
 {
-	if ((o->wake_fd = open_fifo(name, suffix, ".wake")) < 0) {
-		int err = o->wake_fd;
-		o->wake_fd = -1;
-		return err;
-	}
-	if ((o->kick_fd = open_fifo(name, suffix, ".kick")) < 0) {
-		int err = o->kick_fd;
-		o->kick_fd = -1;
-		return err;
-	}
+	int *fd[2] = { &o->wake_fd, &o->kick_fd };
+
+	for (int i = 0; i < 2; i++)
+		if ((*fd[i] = open_fifo(name, suffix, fifo_suffix[i])) < 0) {
+			int err = *fd[i];
+			*fd[i] = -1;
+			return err;
+		}
 	return 0;
 }
 
@@ -166,7 +168,7 @@ int ipc_unlink(const char *name, const char *suffix, bool with_fifos)
 	if (unlink(path))
 		return -errno;
 	for (int i = 0; with_fifos && i < 2; i++) {
-		snprintf(fifo, sizeof(fifo), "%s%s", path, i ? ".kick" : ".wake");
+		snprintf(fifo, sizeof(fifo), "%s%s", path, fifo_suffix[i]);
 		unlink(fifo);
 	}
 	return 0;

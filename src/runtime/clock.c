@@ -145,8 +145,9 @@ static void write_left(clockid_t clk, uint64_t deadline, struct timespec *rem)
 	rem->tv_nsec = (long)(left % 1000000000ull);
 }
 
-_Static_assert(sizeof(struct wait_record) == 32 && offsetof(struct wait_record, rip) == 24,
-	       "RECORD and R_RIP in clock_resume.S, W_RECORD in trampoline.S");
+_Static_assert(sizeof(struct wait_record) == 48 && offsetof(struct wait_record, rip) == 24 &&
+	       offsetof(struct wait_record, ret_to) == 32 && offsetof(struct wait_record, tsc_end) == 40,
+	       "RECORD, R_RIP, R_RET_TO and R_TSC_END in clock_resume.S, W_RECORD in trampoline.S");
 _Static_assert(offsetof(struct dt_thread, intr_signo) == 320, "T_INTR_SIGNO in clock_resume.S");
 extern const char dt_wait_resume[] DT_HIDDEN;
 
@@ -197,6 +198,7 @@ long timed_sleep(struct dt_thread *t, clockid_t clk, int flags, const struct tim
 			w->rem = flags & TIMER_ABSTIME ? NULL : rem;
 			w->deadline = deadline;
 			w->rip = (uintptr_t)g[REG_RIP];
+			w->ret_to = 0;  /* the way back is a jump (clock_resume.S) */
 			g[REG_RSP] = (greg_t)w;
 			g[REG_RIP] = (greg_t)dt_wait_resume;
 			return 0;       /* rax: dt_wait_resume's result replaces it */
@@ -218,12 +220,51 @@ long timed_sleep(struct dt_thread *t, clockid_t clk, int flags, const struct tim
 	return r;
 }
 
-/* The rest of a sleep, from dt_wait_resume or the trampoline's tail: the
- * call's result. */
-long timed_wait_resume(struct dt_thread *t, const struct wait_record *w)
-{
-	long r = timed_wait_until(t, (clockid_t)w->clk, w->deadline);
+/* A sleep's last stretch is a spin on the TSC in dt_wait_end's own frame
+ * (clock_resume.S), with no C frame to return from after it.  It lasts this
+ * long: more than the way out of the C code and the rehearsal of the return
+ * before it take even after an interrupt (a few hundred ns), and short
+ * enough that an interrupt rarely lands in it (the tick is 4 ms apart). */
+#define LAST_NS 2000
 
+/* The rest of a sleep (dt_wait_end), up to its last stretch: 0, with
+ * w->tsc_end the TSC at which clk should read the deadline; or -EINTR if a
+ * handler ran.  tsc_end is counted from a TSC read after the clock's, so it
+ * is late by the tail of that read, never early; and dt_wait_end still asks
+ * the clock (timed_wait_finish) before the wait ends.  A clock that reads
+ * far from where LAST_NS puts it (CLOCK_REALTIME set meanwhile) leaves no
+ * stretch: timed_wait_finish waits in C, reading the clock as it goes. */
+long timed_wait_approach(struct dt_thread *t, struct wait_record *w)
+{
+	clockid_t clk = (clockid_t)w->clk;
+	long r = timed_wait_until(t, clk, w->deadline > LAST_NS ? w->deadline - LAST_NS : 0);
+	uint64_t now, c, left;
+
+	if (r) {
+		if (w->rem)
+			write_left(clk, w->deadline, w->rem);
+		return r;
+	}
+	now = clock_ns(clk);
+	c = rdtsc();
+	left = w->deadline > now ? w->deadline - now : 0;
+	w->tsc_end = c + (left <= 2 * LAST_NS ? ns_to_tsc_cycles(&dt_cfg.tsc, left) : 0);
+	t->stats->waited += w->tsc_end - c;     /* the stretch, counted ahead */
+	return 0;
+}
+
+/* After the last stretch: the clock itself says whether the deadline has
+ * passed (the wait goes on in timed_wait_until if not, or if a handler ran
+ * during the stretch, which ends the sleep with EINTR there).  Nothing but
+ * the clock's read between the stretch and the program: timed_wait_until
+ * computes its TSC rates before it reads the clock.  The call's result. */
+long timed_wait_finish(struct dt_thread *t, const struct wait_record *w)
+{
+	long r;
+
+	if (clock_ns((clockid_t)w->clk) >= w->deadline)
+		return 0;
+	r = timed_wait_until(t, (clockid_t)w->clk, w->deadline);
 	if (r == -EINTR && w->rem)
 		write_left((clockid_t)w->clk, w->deadline, w->rem);
 	return r;

@@ -1,17 +1,28 @@
-/* The end of a timed wait whose call trapped (clock.c: timed_sleep).
+/* The end of a sleep's wait, next to the program (clock.c: timed_sleep).
  *
- * A trapped call returns through the kernel: the SIGSYS handler's
- * rt_sigreturn, microseconds whose length varies from one call to the next.
- * A wait that ended inside the handler would hand all of that variation to
- * the program's wake-up.  So the handler waits until shortly before the
- * deadline and points the frame's rip here; rt_sigreturn brings back every
- * register of the program (vector state included) and the wait ends in
- * user space, in timed_wait_resume, with nothing between the deadline and
- * the program but this code.  On entry:
+ * An interrupt during a wait (the tick, a host's exit) overwrites the
+ * return-address predictor and evicts L1.  Every `ret` between the end of
+ * the wait and the program whose `call` was made before that interrupt then
+ * mispredicts; how many there are decides how much the wake-up varies from
+ * one period to the next.  So a sleep's wait ends here, in a frame with no
+ * return after it:
+ *   dt_wait_resume   a trapped sleep, after the SIGSYS handler's
+ *                    rt_sigreturn; leaves by a jump to the program's rip
+ *   the trampoline's tail (trampoline.S), a rewritten site's sleep, after
+ *                    the dispatch's C frames have returned; leaves by the
+ *                    trampoline's `ret` to the site, whose prediction
+ *                    dt_wait_end rehearses first
+ * Both jump to dt_wait_end, which waits in C up to LAST_NS before the
+ * deadline (timed_wait_approach), spins on the TSC for the last stretch in
+ * its own frame, and asks the clock (timed_wait_finish) with a fresh call,
+ * whose return is predicted.
+ *
+ * dt_wait_resume is entered by the kernel's rt_sigreturn with every register
+ * of the program (vector state included):
  *   rsp  the wait's record (struct wait_record, clock.c), written by the
  *        handler below the program's red zone: the program's rsp is
  *        rsp + RECORD + RED_ZONE
- *   rax  nothing yet: the call's result comes from timed_wait_resume
+ *   rax  nothing yet: the call's result comes from dt_wait_end
  *   rcx r11 free: a real syscall clobbers them (return address, flags)
  *   every other register as at the trapped `syscall`
  * The record lives on the program's stack so that a handler that runs
@@ -22,16 +33,17 @@
  * on it runs on a stack of the runtime's or on the program's alternate
  * stack, never on it from the top.
  *
- * The part up to the C call's return lies in `detach_wait`: a handler that
- * runs there ends the wait with EINTR (signals.c), as inside
+ * dt_wait_end lies in `detach_wait` up to timed_wait_finish's return: a
+ * handler that runs there ends the wait with EINTR (signals.c), as inside
  * timed_wait_until.  The part after it does not: the wait is over, a
- * handler that runs then does not make it fail.  The C function is entered
- * with a `call`, so that its return is predicted; a handler that runs at
- * the one instruction after that call, in `detach_wait`, finds the wait
- * over and leaves a mark (intr_signo) that dt_wait_resumed clears. */
+ * handler that runs then does not make it fail.  A handler that runs at the
+ * one instruction after that call, in `detach_wait`, finds the wait over and
+ * leaves a mark (intr_signo) that dt_wait_ended clears. */
 #define RED_ZONE   128
-#define RECORD     32           /* sizeof(struct wait_record), checked in clock.c */
+#define RECORD     48           /* sizeof(struct wait_record), checked in clock.c */
 #define R_RIP      24           /* offsetof(struct wait_record, rip) */
+#define R_RET_TO   32           /* offsetof(struct wait_record, ret_to) */
+#define R_TSC_END  40           /* offsetof(struct wait_record, tsc_end) */
 #define T_STACK_HI 208          /* offsetof(struct dt_thread, stack_hi), checked in stack.c */
 #define T_INTR_SIGNO 320        /* offsetof(struct dt_thread, intr_signo), checked in clock.c */
 
@@ -48,32 +60,95 @@ dt_wait_resume:
 	pushq %rcx                      /* F, the way back */
 	cld                             /* the C ABI wants DF clear */
 	/* The registers the C code may change and the program keeps across
-	 * a syscall (rbx rbp r12-r15 the C code keeps itself).  No vector
-	 * state: clock.c is built with -mgeneral-regs-only and reads the clock
-	 * through the vDSO, which uses none (clock.c: timed_wait_general_only). */
+	 * a syscall, and rbx r12 r13, which dt_wait_end keeps its state in
+	 * (rbp is our frame).  No vector state: clock.c is built with
+	 * -mgeneral-regs-only and reads the clock through the vDSO, which uses
+	 * none (clock.c: timed_wait_general_only). */
 	pushq %rdi
 	pushq %rsi
 	pushq %rdx
 	pushq %r8
 	pushq %r9
 	pushq %r10
+	pushq %rbx
+	pushq %r12
+	pushq %r13
 	pushq %rbp
 	movq %rsp, %rbp
 	andq $-16, %rsp
-	movq %r11, %rdi                 /* t */
-	leaq 8(%rcx), %rsi              /* the record */
-	call timed_wait_resume
-	jmp dt_wait_resumed             /* rax: the call's result */
+	movq %r11, %rbx                 /* t */
+	leaq 8(%rcx), %r12              /* the record */
+	leaq dt_wait_resumed(%rip), %r13
+	jmp dt_wait_end
 	.size dt_wait_resume, .-dt_wait_resume
 
+	/* Entered by a jump, rsp 16-byte aligned on the runtime's stack:
+	 *   rbx  t (struct dt_thread)
+	 *   r12  the record
+	 *   r13  where to go next, with the call's result in rax
+	 * It changes rax rcx rdx rsi rdi r8-r11 and the flags. */
+	.globl dt_wait_end
+	.hidden dt_wait_end
+	.type dt_wait_end,@function
+dt_wait_end:
+	movq %rbx, %rdi
+	movq %r12, %rsi
+	call timed_wait_approach        /* up to LAST_NS before the deadline */
+	testq %rax, %rax
+	jnz dt_wait_ended               /* -EINTR: a handler ran */
+	movq R_RET_TO(%r12), %rcx
+	testq %rcx, %rcx
+	jz 2f
+	/* Rehearse the site's return.  Its `call *%rax` pushed site + 2 on
+	 * the return-address predictor, and the trampoline's `ret` will pop
+	 * it; an interrupt during the wait overwrote it.  So pop the
+	 * predictor's top here (the site's entry, or noise): a `ret` to the
+	 * next instruction, mispredicted, before the deadline; and have the
+	 * site's own instruction push it again: executed with rax pointing
+	 * here, it calls us back and leaves site + 2 on top of the predictor,
+	 * over whatever the program's outer frames left there.  Each is paid
+	 * before the deadline; after it the trampoline's `ret` is predicted.
+	 * ret_to is 0 (rewrite.c: dispatch_sleep) under a shadow stack, which
+	 * would fault on both, and when the return address is not after a
+	 * rewritten site (a stray call into page 0). */
+	leaq 1f(%rip), %rax
+	pushq %rax
+	ret
+1:	leaq 3f(%rip), %rax
+	subq $2, %rcx
+	jmp *%rcx                       /* the site: call *%rax */
+3:	addq $8, %rsp                   /* its return address, which we do not use */
+2:	movq R_TSC_END(%r12), %rcx
+	/* The last stretch: as the runtime's other waits, a handler that ran
+	 * (intr_signo) ends it; timed_wait_finish then says EINTR. */
+4:	cmpl $0, T_INTR_SIGNO(%rbx)
+	jne 5f
+	pause
+	rdtsc
+	shlq $32, %rdx
+	orq %rdx, %rax
+	cmpq %rcx, %rax
+	jb 4b
+5:	movq %rbx, %rdi
+	movq %r12, %rsi
+	call timed_wait_finish          /* the clock confirms the deadline */
+	jmp dt_wait_ended
+	.size dt_wait_end, .-dt_wait_end
+
 	.text
+	.type dt_wait_ended,@function
+dt_wait_ended:
+	movl $0, T_INTR_SIGNO(%rbx)     /* see above: the wait is over */
+	jmp *%r13
+	.size dt_wait_ended, .-dt_wait_ended
+
 	.type dt_wait_resumed,@function
 dt_wait_resumed:
-	movq dt_self@gottpoff(%rip), %r11
-	movq %fs:(%r11), %r11
-	movl $0, T_INTR_SIGNO(%r11)     /* see above: the wait is over */
 	movq %rbp, %rsp
 	popq %rbp
+	popq %r13
+	popq %r12
+	popq %rbx
 	popq %r10
 	popq %r9
 	popq %r8

@@ -75,6 +75,12 @@ static volatile int patch_lock;
 static uintptr_t vdso_lo, vdso_hi;    /* never rewritten: the kernel's own code */
 /* membarrier SYNC_CORE is registered: a patch is staged with int3 */
 static bool can_serialize;
+/* A sleep's end rehearses its site's return (clock_resume.S: dt_wait_end)
+ * with a `ret` and a `call` of its own, which a shadow stack would fault:
+ * not under one. */
+static bool rehearse_returns;
+#define ARCH_SHSTK_STATUS 0x5005        /* asm/prctl.h of Linux 6.6+ */
+#define ARCH_SHSTK_SHSTK  1ul
 
 static inline size_t slot_of(uintptr_t a)
 {
@@ -175,6 +181,8 @@ int rewrite_init(void)
 	 * then on MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE makes every CPU
 	 * that runs a thread of ours execute a core-serializing instruction. */
 	can_serialize = sys_call3(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0) == 0;
+	unsigned long shstk = 0;        /* EINVAL: a kernel without user shadow stacks */
+	rehearse_returns = sys_call2(SYS_arch_prctl, ARCH_SHSTK_STATUS, &shstk) < 0 || !(shstk & ARCH_SHSTK_SHSTK);
 	/* Execute-only where the CPU has protection keys; readable otherwise. */
 	if (sys_call3(SYS_mprotect, 0, 4096, PROT_EXEC) < 0)
 		return -EPERM;
@@ -458,8 +466,12 @@ static long dispatch_sleep(struct dt_thread *t, long nr, long *args, uintptr_t r
 	struct wait_record *outer = t->wait_tail;   /* a handler's sleep nests */
 	long r;
 
-	if (tail)
+	if (tail) {
 		tail->clk = -1;
+		/* a site of ours, whose bytes are the `call *%rax` the
+		 * rehearsal executes; not a stray call into page 0 */
+		tail->ret_to = rehearse_returns && table_has(rewritten, ret - 2) ? ret : 0;
+	}
 	t->wait_tail = tail;
 	r = dt_dispatch(t, nr, args, ret, NULL);
 	t->wait_tail = outer;

@@ -46,7 +46,7 @@
 #define T_OBSERVED      (T_APP_SS_HI + 8 + 24 + 1)   /* checked in stack.c */
 #define SITES           8192    /* rewrite.c's table */
 #define NR_TABLE        512     /* DT_NR_SYSCALLS */
-#define W_RECORD        32      /* sizeof(struct wait_record), checked in clock.c */
+#define W_RECORD        48      /* sizeof(struct wait_record), checked in clock.c */
 
 	.text
 	.globl dt_trampoline_entry
@@ -107,7 +107,7 @@ dt_trampoline_entry:
 	pushq %rax                      /* -56: nr */
 	pushq $0                        /* -64: retrap flag, set by C: 1 retrap, 2 wait's tail */
 	pushq $0                        /* -72: result */
-	subq $W_RECORD, %rsp            /* -104: a sleep's rest (struct wait_record) */
+	subq $W_RECORD, %rsp            /* -120: a sleep's rest (struct wait_record) */
 	/* A call that dt_dispatch carries out in general registers alone
 	 * (dispatch_general_only: a plain forward, gettid) on a detached
 	 * thread: the C code behind is built with -mgeneral-regs-only and
@@ -121,23 +121,35 @@ dt_trampoline_entry:
 	cmpb $0, T_OBSERVED(%r11)
 	jne .Lsave_vectors
 	andq $-16, %rsp
-	leaq -104(%rbp), %r8            /* a sleep may leave its rest there */
+	leaq -120(%rbp), %r8            /* a sleep may leave its rest there */
 	call .Ldispatch
 	movq %rax, -72(%rbp)
 	cmpq $2, -64(%rbp)
 	jne .Lrestore
-	/* A sleep's rest (clock.c: timed_sleep): waited here, after the C
-	 * calls of the dispatch have returned, so that between the end of the
-	 * wait and the program are two predicted returns and the restore
-	 * below; an interrupt during the wait (the tick) overwrites the
-	 * return-address predictor, and every `ret` after it mispredicts.
-	 * timed_wait_resume runs in general registers alone, as the dispatch. */
+	/* A sleep's rest (clock.c: timed_sleep): waited in dt_wait_end
+	 * (clock_resume.S), after the C calls of the dispatch have returned,
+	 * so that no return whose call came before the wait lies between its
+	 * end and the program but the site's, which dt_wait_end rehearses; an
+	 * interrupt during the wait (the tick) overwrites the return-address
+	 * predictor, and every such `ret` would mispredict.  dt_wait_end runs
+	 * in general registers alone, as the dispatch, and keeps its state in
+	 * rbx r12 r13: the program's, saved here. */
 	movq $0, -64(%rbp)
-	movq dt_self@gottpoff(%rip), %rdi
-	movq %fs:(%rdi), %rdi
-	leaq -104(%rbp), %rsi
-	call timed_wait_resume
+	pushq %rbx
+	pushq %r12
+	pushq %r13
+	pushq %r13                      /* keeps rsp 16-byte aligned for the C calls */
+	movq dt_self@gottpoff(%rip), %rbx
+	movq %fs:(%rbx), %rbx           /* t */
+	leaq -120(%rbp), %r12           /* the record */
+	leaq .Lwaited(%rip), %r13
+	jmp dt_wait_end
+.Lwaited:
 	movq %rax, -72(%rbp)
+	popq %r13
+	popq %r13
+	popq %r12
+	popq %rbx
 	jmp .Lrestore
 .Lsave_vectors:
 	andq $-64, %rsp                 /* xsave wants 64-byte alignment */

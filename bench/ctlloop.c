@@ -221,6 +221,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	h.tsc_hz = clk.hz;
+	/* the resolution of every delta below: on a VM whose TSC reads in
+	 * steps, the floor's median deviation is under one step */
+	uint64_t step = tsc_step();
 	period = ns_to_tsc_cycles(&clk, o.period_ns);
 	n = o.warmup + o.samples;
 	tsc = calloc(n + 1, sizeof(*tsc));
@@ -255,9 +258,9 @@ int main(int argc, char **argv)
 	}
 
 	if (!o.quiet) {
-		printf("ctlloop: %llu periods of %llu us (%llu cycles at %.3f GHz), %s\n",
+		printf("ctlloop: %llu periods of %llu us (%llu cycles at %.3f GHz, read in steps of %llu), %s\n",
 		       (unsigned long long)st.n, (unsigned long long)(o.period_ns / 1000),
-		       (unsigned long long)period, (double)clk.hz / 1e9,
+		       (unsigned long long)period, (double)clk.hz / 1e9, (unsigned long long)step,
 		       wait_name[o.wait]);
 		printf("max deviation %lld cycles (%.3f%%): %+lld / %+lld (%+.3f%% / %+.3f%%), p99.9 |dev| %llu (%.4f%%)\n",
 		       (long long)st.p2p, st.p2p_pct, (long long)st.max_pos, (long long)st.max_neg,
@@ -282,6 +285,7 @@ int main(int argc, char **argv)
 		json_uint(&j, "warmup", o.warmup);
 		json_uint(&j, "period_ns", o.period_ns);
 		json_uint(&j, "period_cycles", period);
+		json_uint(&j, "tsc_step", step);
 		json_str(&j, "wait", wait_name[o.wait]);
 		json_object_end(&j);
 		json_object_begin(&j, "stats");

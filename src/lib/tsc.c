@@ -5,6 +5,7 @@
 #include "lib/util.h"
 
 #include <errno.h>
+#include <string.h>
 
 struct pair { uint64_t tsc, ns; };
 
@@ -76,4 +77,45 @@ int tsc_calibrate_busy(struct tsc_clock *c, uint64_t window_ns)
 uint64_t ns_to_tsc_cycles(const struct tsc_clock *c, uint64_t ns)
 {
 	return (uint64_t)((unsigned __int128)ns * c->hz / 1000000000ull);
+}
+
+/* Back-to-back reads with a little work between them, of 0 to 31 steps:
+ * on a TSC that counts every cycle their differences take every value
+ * above the read's own cost; on one read through a grid (a hypervisor's
+ * scaled TSC), only multiples of the grid's step. */
+#define STEP_WORK  32
+#define STEP_READS 2000
+#define STEP_MAX   512
+
+uint64_t tsc_step(void)
+{
+	static uint32_t seen[STEP_MAX];
+	volatile uint64_t x = 1;
+	uint64_t total = 0, step = 0;
+
+	memset(seen, 0, sizeof(seen));
+	for (int w = 0; w < STEP_WORK; w++)
+		for (int i = 0; i < STEP_READS; i++) {
+			uint64_t a = rdtsc();
+			for (int k = 0; k < w; k++)
+				x = x * 3 + 1;
+			uint64_t d = rdtsc() - a;
+			if (d < STEP_MAX) {
+				seen[d]++;
+				total++;
+			}
+		}
+	/* Differences seen often (at least 1 in 1000; an interrupt makes the
+	 * rest): the smallest above 1 (two reads within one step may differ
+	 * by 1) is the step if every other one is a multiple of it, give or
+	 * take 1. */
+	for (uint64_t d = 2; d < STEP_MAX; d++) {
+		if (seen[d] * 1000ull < total)
+			continue;
+		if (!step)
+			step = d;
+		else if (d % step > 1 && step - d % step > 1)
+			return 1;
+	}
+	return step ? step : 1;
 }

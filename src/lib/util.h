@@ -68,6 +68,11 @@ static inline uint64_t tsc_cycles_to_ns(const struct tsc_clock *c, uint64_t cycl
 	return (uint64_t)(((unsigned __int128)cycles * c->mult) >> c->shift);
 }
 uint64_t ns_to_tsc_cycles(const struct tsc_clock *c, uint64_t ns);
+/* The step in which the TSC's readout advances on this CPU, in cycles: 1
+ * where it counts every cycle; more on a VM whose TSC is read through a
+ * grid, where no two measured times can differ by less than it.  Takes
+ * about 10 ms. */
+uint64_t tsc_step(void);
 
 /* Marsaglia's xorshift64: a fast reproducible sequence (never 0 from a
  * state that is not 0), for benchmarks' and tests' random choices. */

@@ -204,6 +204,13 @@ def summary(doc):
                       f"{st['p2p_pct']:.3g}% | {st['p999_abs']} | {st['p99_abs']} | {st['median_abs']} | "
                       f"{steal_pct(doc, l, 'ctlloop', c)} |")
         w("")
+        steps = sorted({c["result"]["params"]["tsc_step"] for c in doc["cells"]
+                        if c["program"] == "ctlloop" and c["status"] == "ok"
+                        and c["result"]["params"].get("tsc_step")})
+        if steps and steps != [1]:
+            w(f"The TSC of the measured CPU reads in steps of {' / '.join(map(str, steps))} cycles "
+              "(ctlloop's `tsc_step`): deviations smaller than a step cannot be told apart, and "
+              "each median above lies on that grid, shifted by the period's remainder.\n")
 
     if "fwq-mpi" in o["programs"]:
         L.extend(mpi.summary_lines(doc, loads, cfgs, cells_for))

@@ -253,9 +253,10 @@ long timed_wait_approach(struct dt_thread *t, struct wait_record *w)
 	return 0;
 }
 
-/* After the last stretch: the clock itself says whether the deadline has
- * passed (the wait goes on in timed_wait_until if not, or if a handler ran
- * during the stretch, which ends the sleep with EINTR there).  Nothing but
+/* After the last stretch, or for the whole rest where there is none
+ * (dt_wait_end): the clock itself says whether the deadline has passed (the
+ * wait goes on in timed_wait_until if not, or if a handler ran during the
+ * stretch, which ends the sleep with EINTR there).  Nothing but
  * the clock's read between the stretch and the program: timed_wait_until
  * computes its TSC rates before it reads the clock.  The call's result. */
 long timed_wait_finish(struct dt_thread *t, const struct wait_record *w)

@@ -12,10 +12,11 @@
  *                    the dispatch's C frames have returned; leaves by the
  *                    trampoline's `ret` to the site, whose prediction
  *                    dt_wait_end rehearses first
- * Both jump to dt_wait_end, which waits in C up to LAST_NS before the
- * deadline (timed_wait_approach), spins on the TSC for the last stretch in
- * its own frame, and asks the clock (timed_wait_finish) with a fresh call,
- * whose return is predicted.
+ * Both jump to dt_wait_end.  With a site's return to rehearse, it waits in
+ * C up to LAST_NS before the deadline (timed_wait_approach), rehearses,
+ * spins on the TSC for the last stretch in its own frame, and asks the
+ * clock (timed_wait_finish) with a fresh call, whose return is predicted.
+ * Without one it waits in C to the deadline (timed_wait_finish).
  *
  * dt_wait_resume is entered by the kernel's rt_sigreturn with every register
  * of the program (vector state included):
@@ -91,14 +92,18 @@ dt_wait_resume:
 	.hidden dt_wait_end
 	.type dt_wait_end,@function
 dt_wait_end:
+	/* No return to rehearse (a trapped sleep, whose way back is a jump):
+	 * the last stretch would only add a clock read after the decision,
+	 * which cost sud mode half a TSC step of median deviation; the rest
+	 * is waited in C, which ends on the clock's own read. */
+	cmpq $0, R_RET_TO(%r12)
+	je 5f
 	movq %rbx, %rdi
 	movq %r12, %rsi
 	call timed_wait_approach        /* up to LAST_NS before the deadline */
 	testq %rax, %rax
 	jnz dt_wait_ended               /* -EINTR: a handler ran */
 	movq R_RET_TO(%r12), %rcx
-	testq %rcx, %rcx
-	jz 2f
 	/* Rehearse the site's return.  Its `call *%rax` pushed site + 2 on
 	 * the return-address predictor, and the trampoline's `ret` will pop
 	 * it; an interrupt during the wait overwrote it.  So pop the
@@ -118,7 +123,7 @@ dt_wait_end:
 	subq $2, %rcx
 	jmp *%rcx                       /* the site: call *%rax */
 3:	addq $8, %rsp                   /* its return address, which we do not use */
-2:	movq R_TSC_END(%r12), %rcx
+	movq R_TSC_END(%r12), %rcx
 	/* The last stretch: as the runtime's other waits, a handler that ran
 	 * (intr_signo) ends it; timed_wait_finish then says EINTR. */
 4:	cmpl $0, T_INTR_SIGNO(%rbx)
@@ -131,7 +136,7 @@ dt_wait_end:
 	jb 4b
 5:	movq %rbx, %rdi
 	movq %r12, %rsi
-	call timed_wait_finish          /* the clock confirms the deadline */
+	call timed_wait_finish          /* the clock confirms the deadline, or waits for it */
 	jmp dt_wait_ended
 	.size dt_wait_end, .-dt_wait_end
 

@@ -149,14 +149,19 @@ long proxy_forward(struct dt_thread *t, long nr, const long a[6])
 	r = wait_reply(t, seq);
 	t->stats->waited += rdtsc() - t0;
 	mb->intr = INTR_NONE;
-	raised = mb->raised;    /* ours: once depth is down, a handler's call may reuse the mailbox */
+	/* ours: once depth is down, a handler's call may reuse the mailbox,
+	 * and the proxy may write its own raised signal's info */
+	raised = mb->raised;
+	siginfo_t info;
+	if (raised)
+		info = t->raised_info;
 	same_thread_barrier();
 	t->depth--;
 	if (raised)
 		/* delivered on the way out of this kernel entry, before the
 		 * program sees the result, as natively; its handler's calls
 		 * are forwarded as usual (depth is back) */
-		sys_call4(SYS_rt_tgsigqueueinfo, dt_cfg.pid, t->tid, raised, &t->raised_info);
+		sys_call4(SYS_rt_tgsigqueueinfo, dt_cfg.pid, t->tid, raised, &info);
 	return r;
 }
 

@@ -210,7 +210,7 @@ def summary(doc):
         if steps and steps != [1]:
             w(f"The TSC of the measured CPU reads in steps of {' / '.join(map(str, steps))} cycles "
               "(ctlloop's `tsc_step`): deviations smaller than a step cannot be told apart, and "
-              "each median above lies on that grid, shifted by the period's remainder.\n")
+              "a median below one step is the grid's, not the wait's.\n")
 
     if "fwq-mpi" in o["programs"]:
         L.extend(mpi.summary_lines(doc, loads, cfgs, cells_for))

@@ -230,10 +230,11 @@ long timed_sleep(struct dt_thread *t, clockid_t clk, int flags, const struct tim
 /* The rest of a sleep (dt_wait_end), up to its last stretch: 0, with
  * w->tsc_end the TSC at which clk should read the deadline; or -EINTR if a
  * handler ran.  tsc_end is counted from a TSC read after the clock's, so it
- * is late by the tail of that read, never early; and dt_wait_end still asks
- * the clock (timed_wait_finish) before the wait ends.  A clock that reads
- * far from where LAST_NS puts it (CLOCK_REALTIME set meanwhile) leaves no
- * stretch: timed_wait_finish waits in C, reading the clock as it goes. */
+ * is late by the tail of that read, never early; and dt_wait_end still
+ * asks the clock (timed_wait_finish) before the wait ends.  A clock that
+ * reads far from where LAST_NS puts it (CLOCK_REALTIME set meanwhile)
+ * leaves no stretch: timed_wait_finish waits in C, reading the clock as it
+ * goes. */
 long timed_wait_approach(struct dt_thread *t, struct wait_record *w)
 {
 	clockid_t clk = (clockid_t)w->clk;
@@ -249,25 +250,37 @@ long timed_wait_approach(struct dt_thread *t, struct wait_record *w)
 	c = rdtsc();
 	left = w->deadline > now ? w->deadline - now : 0;
 	w->tsc_end = c + (left <= 2 * LAST_NS ? ns_to_tsc_cycles(&dt_cfg.tsc, left) : 0);
-	t->stats->waited += w->tsc_end - c;     /* the stretch, counted ahead */
+	/* the stretch, not the program's CPU time: counted ahead, so that
+	 * nothing but the clock's read lies on the way back after it */
+	t->stats->waited += w->tsc_end - c;
 	return 0;
 }
 
 /* After the last stretch, or for the whole rest where there is none
- * (dt_wait_end): the clock itself says whether the deadline has passed (the
- * wait goes on in timed_wait_until if not, or if a handler ran during the
- * stretch, which ends the sleep with EINTR there).  Nothing but
- * the clock's read between the stretch and the program: timed_wait_until
- * computes its TSC rates before it reads the clock.  The call's result. */
-long timed_wait_finish(struct dt_thread *t, const struct wait_record *w)
+ * (dt_wait_end; spun_to: the stretch's last TSC read, which a handler may
+ * have cut short).  A handler that ran during the stretch, or just before
+ * it, ends the sleep with EINTR, as inside timed_wait_until; otherwise the
+ * clock itself says whether the deadline has passed, and the wait goes on
+ * in timed_wait_until if not.  Nothing but the clock's read between the
+ * stretch and the program: timed_wait_until computes its TSC rates before
+ * it reads the clock.  The call's result. */
+long timed_wait_finish(struct dt_thread *t, const struct wait_record *w, uint64_t spun_to)
 {
+	clockid_t clk = (clockid_t)w->clk;
 	long r;
 
-	if (clock_ns((clockid_t)w->clk) >= w->deadline)
+	if (t->intr_signo) {
+		t->intr_signo = 0;
+		r = -EINTR;
+		if (w->ret_to && spun_to < w->tsc_end)  /* counted ahead, not waited */
+			t->stats->waited -= w->tsc_end - spun_to;
+	} else if (clock_ns(clk) >= w->deadline) {
 		return 0;
-	r = timed_wait_until(t, (clockid_t)w->clk, w->deadline);
+	} else {
+		r = timed_wait_until(t, clk, w->deadline);
+	}
 	if (r == -EINTR && w->rem)
-		write_left((clockid_t)w->clk, w->deadline, w->rem);
+		write_left(clk, w->deadline, w->rem);
 	return r;
 }
 

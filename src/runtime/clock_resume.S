@@ -34,12 +34,22 @@
  * on it runs on a stack of the runtime's or on the program's alternate
  * stack, never on it from the top.
  *
- * dt_wait_end lies in `detach_wait` up to timed_wait_finish's return: a
- * handler that runs there ends the wait with EINTR (signals.c), as inside
- * timed_wait_until.  The part after it does not: the wait is over, a
- * handler that runs then does not make it fail.  A handler that runs at the
- * one instruction after that call, in `detach_wait`, finds the wait over and
- * leaves a mark (intr_signo) that dt_wait_ended clears. */
+ * dt_wait_end lies in `detach_wait`: a handler that runs there before the
+ * deadline has passed ends the wait with EINTR (signals.c), as inside
+ * timed_wait_until and timed_wait_finish's first look.  Three short spans
+ * of a sleep's end do not, and a handler that runs there does not end it:
+ *   the site's instruction, run by the rehearsal: the program's; such a
+ *     handler finds the program's rip, rax pointing into dt_wait_end and
+ *     rsp on the runtime's stack;
+ *   timed_wait_approach after its wait (a clock read, about 2 us before the
+ *     deadline), and timed_wait_finish between its first look at the mark
+ *     and its wait: they stay in .text (in `detach_wait` they move
+ *     timed_wait_until's code, and sud mode's median deviation looked
+ *     worse in the runs after; we could not tell that from noise).
+ * The part after timed_wait_finish's return is not in `detach_wait`: the
+ * wait is over, a handler that runs then does not make it fail.  A handler
+ * that runs at the one instruction after that call, in `detach_wait`, finds
+ * the wait over and leaves a mark (intr_signo) that dt_wait_ended clears. */
 #define RED_ZONE   128
 #define RECORD     48           /* sizeof(struct wait_record), checked in clock.c */
 #define R_RIP      24           /* offsetof(struct wait_record, rip) */
@@ -83,7 +93,9 @@ dt_wait_resume:
 	jmp dt_wait_end
 	.size dt_wait_resume, .-dt_wait_resume
 
-	/* Entered by a jump, rsp 16-byte aligned on the runtime's stack:
+	/* Entered by a jump, rsp 16-byte aligned (on the runtime's stack, or
+	 * on the program's alternate stack for a call an SA_ONSTACK handler
+	 * made):
 	 *   rbx  t (struct dt_thread)
 	 *   r12  the record
 	 *   r13  where to go next, with the call's result in rax
@@ -114,8 +126,7 @@ dt_wait_end:
 	 * over whatever the program's outer frames left there.  Each is paid
 	 * before the deadline; after it the trampoline's `ret` is predicted.
 	 * ret_to is 0 (rewrite.c: dispatch_sleep) under a shadow stack, which
-	 * would fault on both, and when the return address is not after a
-	 * rewritten site (a stray call into page 0). */
+	 * would fault on both. */
 	leaq 1f(%rip), %rax
 	pushq %rax
 	ret
@@ -125,7 +136,9 @@ dt_wait_end:
 3:	addq $8, %rsp                   /* its return address, which we do not use */
 	movq R_TSC_END(%r12), %rcx
 	/* The last stretch: as the runtime's other waits, a handler that ran
-	 * (intr_signo) ends it; timed_wait_finish then says EINTR. */
+	 * (intr_signo) ends it; timed_wait_finish then says EINTR.  rax: the
+	 * last TSC read (tsc_end before the first), for the CPU-time count. */
+	movq %rcx, %rax
 4:	cmpl $0, T_INTR_SIGNO(%rbx)
 	jne 5f
 	pause
@@ -134,7 +147,8 @@ dt_wait_end:
 	orq %rdx, %rax
 	cmpq %rcx, %rax
 	jb 4b
-5:	movq %rbx, %rdi
+5:	movq %rax, %rdx                 /* the stretch's last TSC read (none without one) */
+	movq %rbx, %rdi
 	movq %r12, %rsi
 	call timed_wait_finish          /* the clock confirms the deadline, or waits for it */
 	jmp dt_wait_ended
@@ -143,7 +157,10 @@ dt_wait_end:
 	.text
 	.type dt_wait_ended,@function
 dt_wait_ended:
-	movl $0, T_INTR_SIGNO(%rbx)     /* see above: the wait is over */
+	/* See above: the wait is over.  At any depth: the waits before consume
+	 * a mark when they look, so one left now was set after they looked,
+	 * by a handler that ran within this sleep. */
+	movl $0, T_INTR_SIGNO(%rbx)
 	jmp *%r13
 	.size dt_wait_ended, .-dt_wait_ended
 

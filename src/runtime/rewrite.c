@@ -468,9 +468,9 @@ static long dispatch_sleep(struct dt_thread *t, long nr, long *args, uintptr_t r
 
 	if (tail) {
 		tail->clk = -1;
-		/* a site of ours, whose bytes are the `call *%rax` the
-		 * rehearsal executes; not a stray call into page 0 */
-		tail->ret_to = rehearse_returns && table_has(rewritten, ret - 2) ? ret : 0;
+		/* a site of ours (dt_trampoline_dispatch has checked), whose
+		 * bytes are the `call *%rax` the rehearsal executes */
+		tail->ret_to = rehearse_returns ? ret : 0;
 	}
 	t->wait_tail = tail;
 	r = dt_dispatch(t, nr, args, ret, NULL);

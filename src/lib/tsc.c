@@ -5,7 +5,6 @@
 #include "lib/util.h"
 
 #include <errno.h>
-#include <string.h>
 
 struct pair { uint64_t tsc, ns; };
 
@@ -89,11 +88,10 @@ uint64_t ns_to_tsc_cycles(const struct tsc_clock *c, uint64_t ns)
 
 uint64_t tsc_step(void)
 {
-	static uint32_t seen[STEP_MAX];
+	uint32_t seen[STEP_MAX] = { 0 };
 	volatile uint64_t x = 1;
 	uint64_t total = 0, step = 0;
 
-	memset(seen, 0, sizeof(seen));
 	for (int w = 0; w < STEP_WORK; w++)
 		for (int i = 0; i < STEP_READS; i++) {
 			uint64_t a = rdtsc();

@@ -71,7 +71,7 @@ uint64_t ns_to_tsc_cycles(const struct tsc_clock *c, uint64_t ns);
 /* The step in which the TSC's readout advances on this CPU, in cycles: 1
  * where it counts every cycle; more on a VM whose TSC is read through a
  * grid, where no two measured times can differ by less than it.  Takes
- * about 10 ms. */
+ * about 2 ms. */
 uint64_t tsc_step(void);
 
 /* Marsaglia's xorshift64: a fast reproducible sequence (never 0 from a

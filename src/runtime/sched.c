@@ -51,7 +51,9 @@ static bool is_valid(uint32_t p) { return is_fair(p) || is_rt(p) || p == SCHED_D
 
 static bool names_self(const struct dt_thread *t, long pid)
 {
-	return !dt_cfg.keep_policy && !t->observed && (pid == 0 || pid == t->tid);
+	pid_t p = (pid_t)pid;   /* an int argument: the register's upper half is not the program's */
+
+	return !dt_cfg.keep_policy && !t->observed && (p == 0 || p == t->tid);
 }
 
 /* ---- the kernel's checks (kernel/sched/syscalls.c) ------------------------ */
@@ -299,15 +301,18 @@ long do_affinity(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 long do_priority(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
 	/* PRIO_PROCESS is 0, IOPRIO_WHO_PROCESS is 1 */
-	long who_process = (nr == SYS_getpriority || nr == SYS_setpriority) ? PRIO_PROCESS : 1;
+	int who_process = (nr == SYS_getpriority || nr == SYS_setpriority) ? PRIO_PROCESS : 1;
+	/* which and the nice value are ints: a register's upper half may hold
+	 * anything (glibc's nice(-1) passes 0xffffffff), as the kernel ignores */
+	int which = (int)a[0], value = (int)a[2];
 
 	(void)uc;
-	if (a[0] != who_process || !names_self(t, a[1]) || (nr != SYS_getpriority && nr != SYS_setpriority))
-		return a[0] == who_process ? forward_tid(t, nr, a, 1) : forward(t, nr, a);
+	if (which != who_process || !names_self(t, a[1]) || (nr != SYS_getpriority && nr != SYS_setpriority))
+		return which == who_process ? forward_tid(t, nr, a, 1) : forward(t, nr, a);
 	count(t, nr, &t->stats->emulated);
 	if (nr == SYS_getpriority)
 		return 20 - t->app.attr.sched_nice;     /* the raw call's 40..1 */
-	int nice = a[2] < -20 ? -20 : a[2] > 19 ? 19 : (int)a[2];
+	int nice = value < -20 ? -20 : value > 19 ? 19 : value;
 	if (nice < t->app.attr.sched_nice && !can_nice(nice))
 		return -EACCES;
 	t->app.attr.sched_nice = nice;

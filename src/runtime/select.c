@@ -186,7 +186,18 @@ static bool thread_pinning(struct dt_thread *t, long a[6])
 	CPU_ZERO(&one);
 	memcpy(&one, (const void *)a[2], (size_t)a[1] < sizeof(one) ? (size_t)a[1] : sizeof(one));
 	int c = cpuset_nth(&one, 0);
-	pid_t tid = a[0] ? (pid_t)a[0] : t->tid;
+	pid_t tid = (pid_t)a[0] ? (pid_t)a[0] : t->tid;
+	/* No thread at all (pid -1): the kernel fails the call, nothing changes
+	 * here.  Only a thread of this program can be chosen (tgkill with
+	 * signal 0 finds it in this thread group); another process is only
+	 * kept off the detached CPUs. */
+	if (tid <= 0)
+		return false;
+	if (tid != t->tid && sys_call3(SYS_tgkill, dt_cfg.pid, tid, 0) != 0) {
+		if (t->observed)
+			keep_off_detached(a);
+		return false;
+	}
 	if (!rule("pinned", NULL, 0, 0)) {
 		cpus_claimed(&taken);
 		if (t->observed)
@@ -264,7 +275,7 @@ void select_new_thread(struct dt_thread *t)
  * observe_call already).  The affinity itself is sched.c's. */
 long do_setaffinity(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
-	if (!t->observed && a[0] != 0 && a[0] != t->tid)
+	if (!t->observed && (pid_t)a[0] != 0 && (pid_t)a[0] != t->tid)
 		thread_pinning(t, a);
 	return do_affinity(t, nr, a, uc);
 }

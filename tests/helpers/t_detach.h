@@ -76,6 +76,12 @@ static inline void t_reexec_detached(int argc, char **argv, const char *const *e
 	(void)argc;
 	if (getenv("T_DETACHED"))
 		return;
+	/* checks made before the exec are judged here: the detached image
+	 * starts counting from zero */
+	if (t_failures) {
+		fprintf(stderr, "%d check(s) failed before the test re-ran itself detached\n", t_failures);
+		exit(1);
+	}
 	t_detach_argv(args, NULL, extra, argv[0], NULL);
 	setenv("T_DETACHED", "1", 1);
 	execv(args[0], args);

@@ -38,6 +38,8 @@ struct dt_thread_stats {
 	struct kernel_counters at_exit;     /* ... and when it exited or attached */
 	volatile int32_t ended;             /* at_exit is valid */
 	uint64_t proxy_cpu[3];              /* the proxy's CPU clocks when it ended (ns) */
+	uint64_t retired_proxy_cpu[3];      /* ... of the proxies it had before (ns):
+					     * a call that changed the thread made a new one */
 };
 
 #define REGISTRY_MAGIC 0x32484354454400ull   /* "DETACH2" */

@@ -142,11 +142,21 @@ static void runtime_process_ns(uint64_t ns[3])
 		if (!s->tid)
 			continue;
 		cycles += s->waited;
+		for (int w = 0; w < 3; w++)
+			ns[w] += s->retired_proxy_cpu[w];
 		for (int w = 0; w < 3 && s->proxy_tid; w++)
 			ns[w] += s->ended ? s->proxy_cpu[w] : clock_read(MAKE_THREAD_CPUCLOCK(s->proxy_tid, w));
 	}
 	for (int w = 0; w < 3; w++)
 		ns[w] += tsc_cycles_to_ns(&dt_cfg.tsc, cycles);
+}
+
+/* A proxy that a new one replaces (proxy.c: proxy_renewed_around): its
+ * time stays the runtime's, not the program's. */
+void cputime_proxy_retires(struct dt_thread_stats *s)
+{
+	for (int w = 0; w < 3; w++)
+		s->retired_proxy_cpu[w] += clock_read(MAKE_THREAD_CPUCLOCK(0, w));
 }
 
 /* The proxy of a thread that exits or attaches again leaves its time. */

@@ -12,6 +12,7 @@
 void cputime_start(void) DT_HIDDEN;
 void cputime_child(void) DT_HIDDEN;
 void cputime_proxy_ends(struct dt_thread_stats *s) DT_HIDDEN;
+void cputime_proxy_retires(struct dt_thread_stats *s) DT_HIDDEN;
 void cputime_from_env(const char *v) DT_HIDDEN;
 void cputime_to_env(struct dt_thread *t, char *buf) DT_HIDDEN;
 long cputime_limited_sleep(clockid_t clk, uint64_t deadline_ns, uint64_t *now) DT_HIDDEN;

@@ -4,7 +4,9 @@
  * holds the exceptions, one row per call with the reason, in one place:
  *   LOCAL    runs on the detached thread itself (its meaning is the thread)
  *   MIRROR   runs locally, then on the proxy too (per-thread kernel context
- *            that later forwarded calls depend on: credentials, namespaces)
+ *            that later forwarded calls depend on: credentials, personality)
+ *   RENEW    runs locally with the proxy gone, then a new proxy is made from
+ *            the thread (namespaces, Landlock: proxy.c, proxy_renewed_around)
  *   EMULATE  answered without the kernel
  *   a fn     decided per call by a function below
  * tid_arg / path_arg: forwarded, but an argument naming the caller
@@ -32,7 +34,7 @@
 
 _Static_assert(offsetof(ucontext_t, uc_mcontext.gregs[REG_RAX]) == 144, "UC_RAX in stubs.S");
 
-enum action { FORWARD = 0, LOCAL, MIRROR, EMULATE, SPECIAL };
+enum action { FORWARD = 0, LOCAL, MIRROR, RENEW, EMULATE, SPECIAL };
 
 struct rule {
 	uint8_t action;
@@ -45,6 +47,7 @@ struct rule {
 
 #define R_LOCAL(why_)        { .action = LOCAL, .why = why_ }
 #define R_MIRROR(why_)       { .action = MIRROR, .why = why_ }
+#define R_RENEW(why_)        { .action = RENEW, .why = why_ }
 #define R_FN(fn_, why_)      { .action = SPECIAL, .fn = fn_, .why = why_ }
 #define R_EMU(fn_, why_)     { .action = EMULATE, .fn = fn_, .why = why_ }
 #define R_TID(i, why_)       { .action = FORWARD, .tid_arg = (i) + 1, .why = why_ }
@@ -70,7 +73,7 @@ static const struct rule rules[DT_NR_SYSCALLS] = {
 	[SYS_arch_prctl]      = R_LOCAL("FS/GS base of the calling thread"),
 	[SYS_set_mempolicy]   = R_LOCAL("memory policy of the calling thread"),
 	[SYS_get_mempolicy]   = R_LOCAL("memory policy of the calling thread"),
-	[SYS_personality]     = R_LOCAL("personality of the calling task"),
+	[SYS_personality]     = R_MIRROR("personality of the calling task: forwarded calls honour it too"),
 	[SYS_restart_syscall] = R_LOCAL("continues the calling thread's interrupted call"),
 	/* per-thread signal state */
 	[SYS_rt_sigprocmask]  = R_FN(do_sigprocmask, "the signal mask is the calling thread's; SIGSYS stays open"),
@@ -125,8 +128,12 @@ static const struct rule rules[DT_NR_SYSCALLS] = {
 	[SYS_setfsgid]        = R_MIRROR("credentials are per thread"),
 	[SYS_setgroups]       = R_MIRROR("credentials are per thread"),
 	[SYS_capset]          = R_FN(do_capset, "capabilities are per thread; the proxy's copy names itself"),
-	[SYS_unshare]         = R_MIRROR("fs, files and namespaces of the calling thread"),
-	[SYS_setns]           = R_MIRROR("namespaces of the calling thread"),
+	[SYS_unshare]         = R_RENEW("fs, files and namespaces of the calling thread"),
+	[SYS_setns]           = R_RENEW("namespaces of the calling thread"),
+	[SYS_landlock_restrict_self] = R_RENEW("a Landlock domain restricts the calling thread"),
+	[SYS_keyctl]          = R_FN(do_keyctl, "the thread and session keyrings are the calling thread's"),
+	[SYS_add_key]         = R_FN(do_keyctl, "the thread and session keyrings are the calling thread's"),
+	[SYS_request_key]     = R_FN(do_keyctl, "the thread and session keyrings are the calling thread's"),
 	[SYS_seccomp]         = R_FN(do_seccomp, "filters apply to the calling thread; strict mode is refused"),
 	[SYS_prctl]           = R_FN(do_prctl, "options act on the calling thread"),
 	/* calls naming the caller implicitly */
@@ -247,6 +254,8 @@ long dt_dispatch(struct dt_thread *t, long nr, long a[6], uintptr_t ip, ucontext
 			proxy_forward(t, nr, a);
 		return ret;
 	}
+	case RENEW:
+		return proxy_renewed_around(t, nr, a);
 	case EMULATE:
 		if (t->observed)
 			return local_call(t, nr, a);

@@ -17,7 +17,7 @@
 /* ---- the mailbox between a detached thread and its proxy ----------------
  * Request and reply sit on separate cache lines: each line has one writer,
  * so the only traffic is the hand-over itself. */
-enum { DT_CMD_QUIT = -1, DT_CMD_STATS = -2, DT_CMD_COUNTERS = -3 };
+enum { DT_CMD_QUIT = -1, DT_CMD_STATS = -2, DT_CMD_COUNTERS = -3, DT_CMD_RETIRE = -4 };
 /* What a handler that ran on the detached thread during a forwarded call
  * asks of that call (proxy.c, send_interrupt).  INTR_CANCEL is tested by
  * sys_proxy_call (stubs.S) as the byte 1. */

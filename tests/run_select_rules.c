@@ -1,11 +1,16 @@
 /* Description: `detach run --select` detaches the threads its rules choose
  * and no others: order:2, name:GLOB and pinned, each checked on the
  * kernel's counters (the chosen thread's own writes do not reach its syscw,
- * it is allowed on CPU 1 only; the other thread's writes do, on CPU 0). */
+ * it is allowed on CPU 1 only; the other thread's writes do, on CPU 0).
+ * fork: the thread of a forked child is the detached one (its sleeps make
+ * no voluntary switch either, its statistics are its own), not the first
+ * thread, nor the child's own child. */
 #include "helpers/t_detach.h"
 
+#include <glob.h>
 #include <pthread.h>
 #include <sys/prctl.h>
+#include <time.h>
 
 static const char *role;
 static pthread_barrier_t done;
@@ -68,21 +73,123 @@ static int inner(void)
 	return t_done();
 }
 
+/* What the kernel counts for the calling process's thread over 100 writes
+ * to /dev/null and 10 sleeps of 1 ms (natively each sleep is a voluntary
+ * switch; a detached thread's sleep is a wait in user space). */
+struct proc_result { pid_t pid; long long syscw, vol; char cpus[32], affinity[32]; };
+
+static void measure(struct proc_result *r)
+{
+	pid_t tid = (pid_t)syscall(SYS_gettid);
+	cpu_set_t seen;
+	long long w0 = t_task_value(tid, "io", "syscw");
+	long long v0 = t_task_value(tid, "status", "voluntary_ctxt_switches");
+	int fd = open("/dev/null", O_WRONLY);
+
+	for (int k = 0; k < 100; k++)
+		if (write(fd, "x", 1) != 1)
+			break;
+	close(fd);
+	for (int k = 0; k < 10; k++)
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	r->pid = getpid();
+	r->syscw = t_task_value(tid, "io", "syscw") - w0;
+	r->vol = t_task_value(tid, "status", "voluntary_ctxt_switches") - v0;
+	t_task_status_str(tid, "Cpus_allowed_list", r->cpus, sizeof(r->cpus));
+	CPU_ZERO(&seen);
+	sched_getaffinity(0, sizeof(seen), &seen);
+	cpulist_format(&seen, r->affinity, sizeof(r->affinity));
+}
+
+static void report(int fd, struct proc_result *r)
+{
+	measure(r);
+	if (write(fd, r, sizeof(*r)) != sizeof(*r))
+		_exit(3);
+}
+
+static int inner_fork(void)
+{
+	struct proc_result r[3] = { 0 };        /* first thread, child, grandchild */
+	const char *who[3] = { "first thread", "forked child", "its child" };
+	int p[2];
+	pid_t child;
+
+	if (pipe(p))
+		return 1;
+	fflush(stdout);
+	if ((child = fork()) == 0) {
+		report(p[1], &r[1]);
+		pid_t g = fork();
+		if (g == 0) {
+			report(p[1], &r[2]);
+			_exit(0);
+		}
+		_exit(g > 0 && waitpid(g, NULL, 0) == g ? 0 : 2);
+	}
+	int st = -1;
+	t_check(child > 0 && waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		"fork: the child ended with wait status %#x", st);
+	for (int i = 1; i < 3; i++)
+		t_check(read(p[0], &r[i], sizeof(r[i])) == sizeof(r[i]), "fork: no report of the %s", who[i]);
+	measure(&r[0]);
+	for (int i = 0; i < 3; i++)
+		printf("fork: %s (pid %d): 100 writes added %lld to its syscw, 10 sleeps %lld voluntary switches, "
+		       "CPUs %s, sched_getaffinity %s\n", who[i], r[i].pid, r[i].syscw, r[i].vol, r[i].cpus,
+		       r[i].affinity);
+	/* the forked child is the detached one: forwarded writes, sleeps in
+	 * user space, on CPU 1 alone, seeing the CPUs it inherited */
+	t_check(r[1].syscw == 0 && r[1].vol == 0 && !strcmp(r[1].cpus, "1"), "fork: the forked child is not detached");
+	t_check(!strcmp(r[1].affinity, r[0].affinity), "fork: the child sees CPUs %s, its parent has %s",
+		r[1].affinity, r[0].affinity);
+	for (int i = 0; i < 3; i += 2)
+		t_check(r[i].syscw >= 100 && r[i].vol >= 10 && strcmp(r[i].cpus, "1"), "fork: the %s is detached",
+			who[i]);
+	return t_done();
+}
+
+/* --select fork: the statistics of the forked child, in STATS.PID */
+static void check_fork_stats(const char *stats)
+{
+	char pat[160];
+	glob_t g;
+
+	snprintf(pat, sizeof(pat), "%s.*", stats);
+	t_check(glob(pat, 0, NULL, &g) == 0 && g.gl_pathc == 1, "--select fork: not one file %s", pat);
+	if (g.gl_pathc == 1) {
+		const char *dot = strrchr(g.gl_pathv[0], '.');
+		long long fwd = t_stats_value(g.gl_pathv[0], "forwarded");
+		printf("--select fork: %s: pid %lld, %lld calls forwarded\n", g.gl_pathv[0],
+		       t_stats_value(g.gl_pathv[0], "pid"), fwd);
+		t_check(t_stats_value(g.gl_pathv[0], "pid") == atoll(dot + 1), "--select fork: another pid in %s",
+			g.gl_pathv[0]);
+		t_check(fwd >= 100, "--select fork: only %lld forwarded calls", fwd);
+		unlink(g.gl_pathv[0]);
+	}
+	t_check(!t_stats_has(stats, "\"tid\""), "--select fork: the first thread has statistics of a detached one");
+	globfree(&g);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct { const char *role, *rule; } cases[] = {
-		{ "order", "order:2" }, { "name", "name:worker-b" }, { "pinned", "pinned" },
+		{ "order", "order:2" }, { "name", "name:worker-b" }, { "pinned", "pinned" }, { "fork", "fork" },
 	};
 
 	if (argc > 1) {
 		role = argv[1];
-		return inner();
+		return !strcmp(role, "fork") ? inner_fork() : inner();
 	}
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const char *extra[] = { "--select", cases[i].rule, NULL };
 		char stats[128];
 		int st = t_run_inner(argv[0], cases[i].role, extra, stats, sizeof(stats), false);
 		t_check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "--select %s: status %#x", cases[i].rule, st);
+		if (!strcmp(cases[i].role, "fork")) {
+			check_fork_stats(stats);
+			unlink(stats);
+			continue;
+		}
 		long long fwd = t_stats_value(stats, "forwarded");
 		printf("--select %s: %lld calls forwarded\n", cases[i].rule, fwd);
 		t_check(fwd >= 100, "--select %s: only %lld forwarded calls", cases[i].rule, fwd);

@@ -84,7 +84,11 @@ static int usage(int status)
 "                          order:N (the N-th thread it creates), name:GLOB (a\n"
 "                          thread that names itself so), pinned (a thread pinned\n"
 "                          to exactly one CPU of -c: it takes that CPU over from\n"
-"                          the first thread, as cyclictest -a and oslat -c want);\n"
+"                          the first thread, as cyclictest -a and oslat -c want),\n"
+"                          fork (the thread of each process the program forks\n"
+"                          with fork(): a test harness's test body, as LTP's; the\n"
+"                          child is a detached program of its own, --stats goes\n"
+"                          to FILE.PID, and its own children are ordinary);\n"
 "                          each chosen thread takes a CPU of -c; `first` alone\n"
 "                          detaches the first thread only, other threads untouched\n"
 "      --oversubscribe     as an MPI rank (mpirun -np N detach run ...), run the\n"
@@ -146,7 +150,7 @@ bad:
 	return -1;
 }
 
-/* --select first,order:N,name:GLOB,pinned */
+/* --select first,order:N,name:GLOB,pinned,fork */
 static int check_select(const char *arg)
 {
 	const char *p = arg;
@@ -154,6 +158,7 @@ static int check_select(const char *arg)
 	while (*p) {
 		size_t n = strcspn(p, ",");
 		bool ok = (n == 5 && !strncmp(p, "first", 5)) || (n == 6 && !strncmp(p, "pinned", 6)) ||
+			  (n == 4 && !strncmp(p, "fork", 4)) ||
 			  (n > 5 && !strncmp(p, "name:", 5) && n - 5 < 16);
 		if (n > 6 && !strncmp(p, "order:", 6)) {
 			char *end;
@@ -162,7 +167,7 @@ static int check_select(const char *arg)
 		}
 		if (!ok) {
 			cli_err("bad thread rule '%.*s' in --select %s", (int)n, p, arg);
-			cli_note("rules: first, order:N (N >= 1), name:GLOB (up to 15 characters), pinned");
+			cli_note("rules: first, order:N (N >= 1), name:GLOB (up to 15 characters), pinned, fork");
 			return -1;
 		}
 		p += n + (p[n] == ',');

@@ -370,6 +370,18 @@ void sched_start(void)
 
 /* The thread's settings as it had them, before detach changes the
  * kernel's: the exec'ing thread's from before its execve. */
+static void settings_read(pid_t tid, struct app_sched *app)
+{
+	memset(app, 0, sizeof(*app));
+	if (sys_call4(SYS_sched_getattr, tid, &app->attr, sizeof(app->attr), 0)) {
+		app->attr.sched_nice = 20 - (int)sys_call2(SYS_getpriority, PRIO_PROCESS, tid);
+		app->attr.sched_util_max = UCLAMP_MAX_VALUE;
+	}
+	app->attr.size = sizeof(app->attr);
+	if (sys_call3(SYS_sched_getaffinity, tid, sizeof(app->affinity), &app->affinity) < 0)
+		app->affinity = online;
+}
+
 void sched_capture(struct dt_thread *t)
 {
 	if (have_carried && t->tid == dt_cfg.pid) {
@@ -377,14 +389,16 @@ void sched_capture(struct dt_thread *t)
 		have_carried = false;
 		return;
 	}
-	memset(&t->app, 0, sizeof(t->app));
-	if (sys_call4(SYS_sched_getattr, t->tid, &t->app.attr, sizeof(t->app.attr), 0)) {
-		t->app.attr.sched_nice = 20 - (int)sys_call2(SYS_getpriority, PRIO_PROCESS, t->tid);
-		t->app.attr.sched_util_max = UCLAMP_MAX_VALUE;
-	}
-	t->app.attr.size = sizeof(t->app.attr);
-	if (sys_call3(SYS_sched_getaffinity, t->tid, sizeof(t->app.affinity), &t->app.affinity) < 0)
-		t->app.affinity = online;
+	settings_read(t->tid, &t->app);
+}
+
+/* A fork child that the `fork` rule detaches later (threads.c), right
+ * after fork, before the runtime moves it: what it inherited from its
+ * parent is what it believes in once detached.  Raw calls: in the trap. */
+void sched_carry_forked(void)
+{
+	settings_read(0, &carried);
+	have_carried = true;
 }
 
 /* "policy,flags,nice+20,priority,runtime,deadline,period,util_min,util_max,

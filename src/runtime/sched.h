@@ -10,6 +10,9 @@
 
 void sched_start(void) DT_HIDDEN;
 void sched_capture(struct dt_thread *t) DT_HIDDEN;
+/* A fork child the `fork` rule chose: its settings now, for its
+ * sched_capture once detached. */
+void sched_carry_forked(void) DT_HIDDEN;
 void sched_inherit(const struct dt_thread *t, pid_t tid) DT_HIDDEN;
 void sched_from_env(const char *v) DT_HIDDEN;
 void sched_to_env(struct dt_thread *t, char *buf) DT_HIDDEN;

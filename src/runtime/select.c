@@ -5,6 +5,8 @@
  *   name:GLOB   a thread that names itself so (prctl PR_SET_NAME; * and ?)
  *   pinned      a thread pinned to exactly one CPU of -c (sched_setaffinity
  *               by itself, or by its creator, as pthread attributes do)
+ *   fork        the thread of each process the program forks (threads.c,
+ *               forked_detach: LTP's harness forks its test body)
  * Layer 3 (docs/architecture.md), beside threads.c. */
 #include "runtime/select.h"
 #include "runtime/config.h"
@@ -256,6 +258,11 @@ void observe_call(struct dt_thread *t, long nr, const long a[6])
 bool select_first(void)
 {
 	return rule("first", NULL, 0, 0);
+}
+
+bool select_fork(void)
+{
+	return rule("fork", NULL, 0, 0);
 }
 
 /* A thread the program just created, watched (t): chosen by its creation

@@ -6,6 +6,7 @@
 #include "runtime/threads.h"
 
 bool select_first(void) DT_HIDDEN;
+bool select_fork(void) DT_HIDDEN;
 void select_new_thread(struct dt_thread *t) DT_HIDDEN;
 /* A call of a watched thread, before it runs: may choose a thread. */
 void observe_call(struct dt_thread *t, long nr, const long a[6]) DT_HIDDEN;

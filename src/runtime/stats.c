@@ -27,6 +27,12 @@ int registry_open(void)
 	int fd;
 	void *p;
 
+	if (dt_registry) {
+		/* a fork child the `fork` rule detaches (threads.c): the entry
+		 * it inherited is its parent's */
+		munmap(dt_registry, sizeof(*dt_registry));
+		dt_registry = NULL;
+	}
 	mkdir(REGISTRY_DIR, 01777);
 	chmod(REGISTRY_DIR, 01777);          /* every user's programs publish here */
 	snprintf(registry_path, sizeof(registry_path), "%s/%d", REGISTRY_DIR, (int)dt_cfg.pid);

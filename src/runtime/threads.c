@@ -14,6 +14,7 @@
 #include "runtime/select.h"
 #include "runtime/config.h"
 #include "runtime/cputime.h"
+#include "runtime/env.h"
 #include "runtime/memlock.h"
 #include "runtime/placement.h"
 #include "runtime/sandbox.h"
@@ -21,6 +22,7 @@
 #include "runtime/stack.h"
 #include "runtime/stats.h"
 #include "runtime/sud.h"
+#include "lib/contract.h"
 #include "lib/partition.h"
 
 #include <errno.h>
@@ -44,6 +46,7 @@ static volatile int list_lock;
 static volatile int cpu_lock;
 static cpu_set_t cpus_taken;
 static bool dt_observing;            /* rules other than `first` */
+static bool fork_chosen;             /* a fork child the `fork` rule chose (forked_detach) */
 
 static void lock(volatile int *l)
 {
@@ -296,12 +299,58 @@ void thread_evicted(struct dt_thread *t)
 
 /* ---- threads and children -------------------------------------------------- */
 
+/* The `fork` rule: a process the program forks runs its thread detached,
+ * as a new detached program of its own (LTP's harness forks the test body,
+ * lib/tst_test.c fork_testrun).  Chosen in the trap of the fork
+ * (dt_fork_child), detached here, in the C library's fork handlers of the
+ * child: only once fork() has made the child whole (its thread list, its
+ * locks) may a proxy thread be created.  So a child of fork() only; one
+ * of a raw clone, vfork or posix_spawn runs undetached.  The child becomes
+ * a program of its own: its pid in the contract (an execve of it keeps it
+ * detached), its registry entry, its statistics in FILE.PID, and `first`
+ * its only rule (its own children are ordinary, as a detached thread's
+ * are). */
+static void forked_detach(void)
+{
+	char contract[sizeof(dt_cfg.stats_path) + 96];
+	size_t len = sizeof(dt_cfg.stats_path);
+	int cpu, err, n;
+
+	if (!fork_chosen)
+		return;
+	fork_chosen = false;
+	dt_cfg.pid = getpid();
+	snprintf(dt_cfg.select, sizeof(dt_cfg.select), "first");
+	dt_observing = false;
+	clock_gettime(CLOCK_REALTIME, &dt_cfg.start);
+	n = snprintf(contract, sizeof(contract), ENV_PID "=%d\n" ENV_SELECT "=first\n", (int)dt_cfg.pid);
+	if (dt_cfg.stats_path[0]) {
+		size_t at = strlen(dt_cfg.stats_path);
+		if (snprintf(dt_cfg.stats_path + at, len - at, ".%d", (int)dt_cfg.pid) >= (int)(len - at))
+			dt_cfg.stats_path[at] = '\0';  /* no room: the file of the process it forked from */
+		snprintf(contract + n, sizeof(contract) - (size_t)n, ENV_STATS "=%s\n", dt_cfg.stats_path);
+	}
+	if ((err = env_adopt(contract, NULL)) || (err = registry_open())) {
+		dt_warn("a forked child (pid %d) runs undetached: %s", (int)dt_cfg.pid, strerror(-err));
+		return;
+	}
+	dt_cfg.active = true;
+	if ((cpu = claim_cpu(-1)) < 0) {
+		dt_warn("a forked child (pid %d) runs undetached: every CPU of -c holds a detached thread",
+			(int)dt_cfg.pid);
+		return;
+	}
+	detach_thread(NULL, cpu);
+}
+
 void start_threads(void)
 {
 	struct dt_thread *t = thread_alloc();
 	int cpu;
 
 	dt_observing = strcmp(dt_cfg.select, "first") != 0;
+	if (select_fork())
+		pthread_atfork(NULL, NULL, forked_detach);
 	if (select_first()) {
 		cpu = claim_cpu(-1);
 		detach_thread(t, cpu);
@@ -315,6 +364,11 @@ void start_threads(void)
  * the kernel has already turned off. */
 void dt_fork_child(const struct sandbox_filter *inherit)
 {
+	/* the `fork` rule; not a child the program's seccomp filters judge in
+	 * the kernel (below): the runtime's own calls would be judged too */
+	fork_chosen = dt_cfg.active && !inherit && select_fork();
+	if (fork_chosen)
+		sched_carry_forked();
 	dt_self = NULL;
 	dt_cfg.active = false;
 	dt_child_placement(inherit);

@@ -82,6 +82,9 @@ wait $p; rc=$?
 
 # --- refusals: one error line and a NOTE, exit 1 ----------------------------------
 t_refused --note "no such process" 1 "no process" "$DETACH" pid 999999999
+# options after the operand, as GNU tools take them; `--` ends them
+t_refused --note "an option after the pid" 1 "no process" "$DETACH" pid 999999999 -c 1
+t_refused --note "-- ends the options" 2 "unexpected argument '-c'" "$DETACH" pid 999999999 -- -c
 if [ -x "$T_TMP/static" ]; then
 	"$T_TMP/static" 300 >/dev/null & p=$!; sleep 0.1
 	t_refused --note "static" 1 "not dynamically linked" "$DETACH" pid $p

@@ -72,7 +72,7 @@ static int check_parse_args(int argc, char **argv, struct check_args *a)
 	a->sample_ns = 2000000000ull;
 	optind = 1;
 	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "+c:h", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'c': a->cpus = optarg; break;
 		case 'j': a->json = true; a->json_file = optarg; break;

@@ -59,7 +59,7 @@ static int isolate_parse_args(int argc, char **argv, struct isolate_args *a)
 	memset(a, 0, sizeof(*a));
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+c:nuh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:nuh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c': a->cpus = optarg; break;
 		case 'n': a->dry = true; break;

@@ -63,7 +63,7 @@ static int parse_args(int argc, char **argv, struct pid_opts *o)
 	o->cpu = -1;
 	o->mode = "auto";
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+c:h", longs, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:h", longs, NULL)) != -1) {
 		switch (c) {
 		case 'c': {
 			cpu_set_t set;

@@ -35,11 +35,14 @@ void dt_say(const char *msg, size_t len)
 	sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, 8);
 }
 
-/* "detach: KIND: ..." and a newline, through dt_say. */
+/* "detach: KIND: ..." ("detach: ..." without a kind) and a newline, through
+ * dt_say: formatted on the stack and written with one raw write, never
+ * through stdio, whose lock the program may hold (a trap or a handler
+ * that reports here interrupted it, or another thread holds it). */
 static void say(const char *kind, const char *fmt, va_list ap)
 {
 	char buf[1024];
-	int n = snprintf(buf, sizeof(buf), "detach: %s: ", kind);
+	int n = kind ? snprintf(buf, sizeof(buf), "detach: %s: ", kind) : snprintf(buf, sizeof(buf), "detach: ");
 
 	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n, fmt, ap);
 	if (n > (int)sizeof(buf) - 2)
@@ -75,9 +78,7 @@ void dt_verbose(const char *fmt, ...)
 	if (!dt_cfg.verbose)
 		return;
 	va_start(ap, fmt);
-	fprintf(stderr, "detach: ");
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
+	say(NULL, fmt, ap);
 	va_end(ap);
 }
 

@@ -1,0 +1,68 @@
+/* Description: the runtime's messages (-v) never go through stdio, whose
+ * lock the program may hold: a thread chosen by `--select name:` is
+ * detached at its prctl, inside the trap, and the runtime reports it while
+ * the first thread holds stderr's lock and waits for it.  Through stdio the
+ * report would wait for the lock forever. */
+#include "helpers/t_detach.h"
+
+#include <pthread.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+
+static void *chosen(void *arg)
+{
+	(void)arg;
+	prctl(PR_SET_NAME, "chosen");   /* the rule chooses it here: the runtime says so */
+	return NULL;
+}
+
+static int inner(void)
+{
+	pthread_t th;
+	struct timespec until;
+	int err;
+
+	flockfile(stderr);
+	pthread_create(&th, NULL, chosen, NULL);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 10;
+	err = pthread_timedjoin_np(th, NULL, &until);
+	funlockfile(stderr);
+	if (err) {
+		fprintf(stderr, "the chosen thread did not finish in 10 s: %s\n", strerror(err));
+		_exit(1);
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && !strcmp(argv[1], "inner"))
+		return inner();
+	const char *extra[] = { "-v", "--select", "name:chosen", NULL };
+	char *args[64], log[4096] = "";
+	int fd[2], st = 0;
+
+	t_detach_argv(args, NULL, extra, argv[0], "inner");
+	if (pipe(fd))
+		return 1;
+	pid_t p = fork();
+	if (p == 0) {
+		dup2(fd[1], 2);
+		close(fd[0]);
+		execv(args[0], args);
+		_exit(127);
+	}
+	close(fd[1]);
+	size_t got = 0;
+	ssize_t r;
+	while (got < sizeof(log) - 1 && (r = read(fd[0], log + got, sizeof(log) - 1 - got)) > 0)
+		got += (size_t)r;
+	log[got] = '\0';
+	waitpid(p, &st, 0);
+	printf("%s", log);
+	t_check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "detached run ended with status %#x", st);
+	t_check(strstr(log, "detached on CPU 1") != NULL, "no report of the chosen thread's detaching");
+	return t_done();
+}

@@ -1,6 +1,8 @@
-/* Description: src/lib helpers: CPU lists, durations, TSC calibration, JSON. */
+/* Description: src/lib helpers: CPU lists, durations, TSC calibration, JSON,
+ * the undo log (a torn last line is never replayed; too long is refused). */
 #include "helpers/t.h"
 #include "lib/util.h"
+#include "lib/undo_log.h"
 
 #include <errno.h>
 #include <string.h>
@@ -78,8 +80,29 @@ static void test_json(void)
 	free(buf);
 }
 
+static void test_undo_log(void)
+{
+	char path[] = "/tmp/detach-undo-log-XXXXXX", buf[64], small[16], *lines[8], esc[64], back[64];
+	int fd = mkstemp(path), n;
+
+	t_check(fd >= 0, "mkstemp: %s", strerror(errno));
+	t_check(undo_log_append(fd, "mkdir /a") == 0 && undo_log_append(fd, "write /b\\t1") == 0, "append");
+	t_check(write(fd, "mount /c", 8) == 8, "a torn line");
+	close(fd);
+	n = undo_log_read(path, buf, sizeof(buf), lines, 8);
+	t_check(n == 2 && !strcmp(lines[0], "mkdir /a") && !strcmp(lines[1], "write /b\\t1"),
+		"read back %d lines, the torn one must not count", n);
+	t_check(undo_log_read(path, small, sizeof(small), lines, 8) == -EFBIG, "a log larger than the buffer");
+	t_check(undo_log_read("/nonexistent/x", buf, sizeof(buf), lines, 8) == -ENOENT, "a missing log");
+	unlink(path);
+	undo_log_escape("a\tb\nc\\", esc, sizeof(esc));
+	undo_log_unescape(esc, back, sizeof(back));
+	t_check(!strchr(esc, '\n') && !strchr(esc, '\t') && !strcmp(back, "a\tb\nc\\"), "escape round trip: %s", esc);
+}
+
 int main(void)
 {
+	test_undo_log();
 	test_cpulist();
 	test_duration();
 	test_tsc();

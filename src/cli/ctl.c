@@ -12,6 +12,7 @@
 #include "cli/ctl.h"
 #include "cli/pid_op.h"
 #include "lib/partition.h"
+#include "lib/undo_log.h"
 #include "lib/util.h"
 
 #include <errno.h>
@@ -113,42 +114,48 @@ static void record_names(struct record *r, const char *path)
 	snprintf(r->log, sizeof(r->log), ISOLATE_STATE_DIR "/ctl-%s.log", esc);
 }
 
+/* The record is an undo log (lib/undo_log.h), written whole under a new
+ * name and renamed over the old one, before anything it lists is made. */
 static int record_write(const struct record *r)
 {
-	char tmp[PATH_MAX + 8];
-	FILE *f;
+	char tmp[PATH_MAX + 8], line[PATH_MAX + 16];
+	int fd, err;
 
 	snprintf(tmp, sizeof(tmp), "%s.new", r->file);
-	if (!(f = fopen(tmp, "we")))
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
 		return -errno;
-	fprintf(f, "pid %d\npath %s\n", (int)r->pid, r->path);
-	for (int i = 0; i < r->nmade; i++)
-		fprintf(f, "made %s\n", r->made[i]);
-	if (fflush(f) || fsync(fileno(f))) {
-		fclose(f);
-		return -EIO;
+	snprintf(line, sizeof(line), "pid %d", (int)r->pid);
+	err = undo_log_append(fd, line);
+	snprintf(line, sizeof(line), "path %s", r->path);
+	if (!err)
+		err = undo_log_append(fd, line);
+	for (int i = 0; i < r->nmade && !err; i++) {
+		snprintf(line, sizeof(line), "made %s", r->made[i]);
+		err = undo_log_append(fd, line);
 	}
-	fclose(f);
-	return rename(tmp, r->file) ? -errno : 0;
+	close(fd);
+	if (!err && rename(tmp, r->file))
+		err = -errno;
+	if (!err)
+		undo_log_sync_dir(ISOLATE_STATE_DIR);
+	return err;
 }
 
 static int record_read(struct record *r)
 {
-	char line[PATH_MAX + 16];
-	FILE *f = fopen(r->file, "re");
+	char buf[(MAX_MADE + 2) * (PATH_MAX + 8)], *lines[MAX_MADE + 2];
+	int n = undo_log_read(r->file, buf, sizeof(buf), lines, MAX_MADE + 2);
 
-	if (!f)
-		return -errno;
+	if (n < 0)
+		return n;
 	r->nmade = 0;
 	r->pid = 0;
-	while (fgets(line, sizeof(line), f)) {
-		line[strcspn(line, "\n")] = '\0';
-		if (!strncmp(line, "pid ", 4))
-			r->pid = atoi(line + 4);
-		else if (!strncmp(line, "made ", 5) && r->nmade < MAX_MADE)
-			snprintf(r->made[r->nmade++], PATH_MAX, "%s", line + 5);
+	for (int i = 0; i < n; i++) {
+		if (!strncmp(lines[i], "pid ", 4))
+			r->pid = atoi(lines[i] + 4);
+		else if (!strncmp(lines[i], "made ", 5) && r->nmade < MAX_MADE)
+			snprintf(r->made[r->nmade++], PATH_MAX, "%s", lines[i] + 5);
 	}
-	fclose(f);
 	return 0;
 }
 

@@ -4,6 +4,7 @@
  * docs/isolate.md for the steps. */
 #include "cli/cli.h"
 #include "cli/isolate.h"
+#include "lib/undo_log.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -64,7 +65,7 @@ int iso_set(struct iso *s, const char *path, const char *v, enum vtype t)
 		return 0;
 	}
 	if (!journal_has_write(&s->j, path) && !journal_in_made_dir(&s->j, path)) {
-		value_escape(old, esc, sizeof(esc));
+		undo_log_escape(old, esc, sizeof(esc));
 		snprintf(line, sizeof(line), "write %s\t%s", path, esc);
 		if ((err = iso_record(s, line)))
 			return err;

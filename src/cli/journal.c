@@ -2,6 +2,7 @@
  * its records. */
 #include "cli/cli.h"
 #include "cli/journal.h"
+#include "lib/undo_log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,34 +11,6 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-void value_escape(const char *in, char *out, size_t len)
-{
-	size_t o = 0;
-
-	for (; *in && o + 3 < len; in++) {
-		if (*in == '\\') { out[o++] = '\\'; out[o++] = '\\'; }
-		else if (*in == '\n') { out[o++] = '\\'; out[o++] = 'n'; }
-		else if (*in == '\t') { out[o++] = '\\'; out[o++] = 't'; }
-		else out[o++] = *in;
-	}
-	out[o] = '\0';
-}
-
-void value_unescape(const char *in, char *out, size_t len)
-{
-	size_t o = 0;
-
-	for (; *in && o + 1 < len; in++) {
-		if (*in == '\\' && in[1]) {
-			in++;
-			out[o++] = *in == 'n' ? '\n' : *in == 't' ? '\t' : *in;
-		} else {
-			out[o++] = *in;
-		}
-	}
-	out[o] = '\0';
-}
 
 static struct jentry *jnew(struct journal *j)
 {
@@ -65,7 +38,7 @@ static void jparse(struct journal *j, char *line)
 		e->kind = J_WRITE;
 		*tab = '\0';
 		snprintf(e->path, sizeof(e->path), "%s", line + 6);
-		value_unescape(tab + 1, e->value, sizeof(e->value));
+		undo_log_unescape(tab + 1, e->value, sizeof(e->value));
 	} else if (!strncmp(line, "mkdir ", 6)) {
 		if (!(e = jnew(j)))
 			return;
@@ -98,24 +71,32 @@ static void jparse(struct journal *j, char *line)
 
 int journal_load(struct journal *j, const char *path)
 {
-	FILE *f = fopen(path, "re");
-	char *line = NULL;
-	size_t cap = 0;
-	ssize_t n;
+	struct stat st;
+	char *buf = NULL, **lines = NULL;
+	int n = -ENOMEM;
 
 	memset(j, 0, sizeof(*j));
 	j->fd = -1;
-	if (!f)
-		return -errno;
-	while ((n = getline(&line, &cap, f)) > 0) {
-		if (line[n - 1] != '\n')
-			break;          /* torn last line: the change after it never happened */
-		line[n - 1] = '\0';
-		jparse(j, line);
+	/* the whole log at once (undo_log_read); one that grew meanwhile is
+	 * read again */
+	for (int tries = 0; tries < 3; tries++) {
+		if (stat(path, &st))
+			return -errno;
+		size_t cap = (size_t)st.st_size + 2;
+		free(buf);
+		free(lines);
+		buf = malloc(cap);
+		lines = malloc(sizeof(*lines) * (cap / 2 + 1));
+		if (!buf || !lines)
+			break;
+		if ((n = undo_log_read(path, buf, cap, lines, (int)(cap / 2 + 1))) != -EFBIG)
+			break;
 	}
-	free(line);
-	fclose(f);
-	return 0;
+	for (int i = 0; i < n; i++)
+		jparse(j, lines[i]);
+	free(buf);
+	free(lines);
+	return n < 0 ? n : 0;
 }
 
 void journal_free(struct journal *j)
@@ -129,16 +110,13 @@ void journal_free(struct journal *j)
 
 int journal_append(struct journal *j, const char *line)
 {
-	size_t len = strlen(line);
 	char *copy;
+	int err;
 
 	if (j->fd < 0)
 		return -EBADF;
-	/* One write() per record: a crash leaves whole lines or a torn last one. */
-	if (write(j->fd, line, len) != (ssize_t)len || write(j->fd, "\n", 1) != 1)
-		return errno ? -errno : -EIO;
-	if (fsync(j->fd))
-		return -errno;
+	if ((err = undo_log_append(j->fd, line)))
+		return err;
 	copy = strdup(line);
 	if (copy) {
 		jparse(j, copy);
@@ -212,19 +190,15 @@ int journal_open(struct journal *j, const char *config)
 	j->fd = fd;
 	if (st.st_size == 0) {
 		char line[700];
-		int dfd;
+		int err;
 
 		snprintf(line, sizeof(line), "config %s", config);
-		if (journal_append(j, "detach-isolate 1") || journal_append(j, line)) {
-			cli_err("cannot write %s: %s", ISOLATE_STATE_FILE, strerror(errno));
+		if ((err = journal_append(j, "detach-isolate 1")) || (err = journal_append(j, line))) {
+			cli_err("cannot write %s: %s", ISOLATE_STATE_FILE, strerror(-err));
 			return -1;
 		}
 		/* the new directory entry must survive a crash too */
-		dfd = open(ISOLATE_STATE_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (dfd >= 0) {
-			fsync(dfd);
-			close(dfd);
-		}
+		undo_log_sync_dir(ISOLATE_STATE_DIR);
 	}
 	return 0;
 }

@@ -9,7 +9,7 @@
 
 #include <stdbool.h>
 
-/* ISOLATE_STATE_FILE (lib/partition.h) is a text file, one record a line, appended and fsynced before each change:
+/* ISOLATE_STATE_FILE (lib/partition.h) is an undo log (lib/undo_log.h), one record a line, appended and fsynced before each change:
  *   detach-isolate 1
  *   config cpus=LIST hk=LIST backend=v1|v2 root=PATH
  *   write PATH<TAB>VALUE        undo writes VALUE to PATH (value escaped)
@@ -54,8 +54,5 @@ bool journal_has_task(const struct journal *j, long tid);
 bool journal_in_made_dir(const struct journal *j, const char *path);
 /* cpus= of the config line, or -ENOENT. */
 int journal_config_cpus(const struct journal *j, cpu_set_t *cpus);
-
-void value_escape(const char *in, char *out, size_t len);
-void value_unescape(const char *in, char *out, size_t len);
 
 #endif

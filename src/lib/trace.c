@@ -4,6 +4,7 @@
  * Longer than 500 lines on purpose: setup, undo and reading all work on
  * struct trace_session, which stays private to this file. */
 #include "lib/trace.h"
+#include "lib/undo_log.h"
 #include "lib/partition.h"
 #include "lib/util.h"
 
@@ -66,16 +67,9 @@ struct trace_session {
 static int journal_add(struct trace_session *s, const char *kind, const char *path)
 {
 	char line[512];
-	int fd, n, err = 0;
 
-	n = snprintf(line, sizeof(line), "%s %s\n", kind, path);
-	fd = open(s->journal, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	if (write(fd, line, n) != n || fsync(fd) < 0)
-		err = -EIO;
-	close(fd);
-	return err;
+	snprintf(line, sizeof(line), "%s %s", kind, path);
+	return undo_log_append_path(s->journal, line);
 }
 
 /* rmdir or umount that waits out EBUSY: a dead owner's trace buffers stay
@@ -102,32 +96,17 @@ static bool undo_with_patience(bool is_mount, const char *path)
  * run it after fork. */
 static void journal_replay(const char *path)
 {
-	char buf[4096], *lines[32], *p;
-	int fd, n = 0;
+	char buf[4096], *lines[32];
 	bool all_undone = true;
-	ssize_t len;
+	int count = undo_log_read(path, buf, sizeof(buf), lines, 32);
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (count < 0)
 		return;
-	len = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (len < 0)
-		return;
-	buf[len] = '\0';
-	for (p = buf; *p && n < 32; ) {
-		char *nl = strchr(p, '\n');
-		if (!nl)
-			break;          /* a line cut by a crash was never acted on */
-		*nl = '\0';
-		lines[n++] = p;
-		p = nl + 1;
-	}
-	while (n-- > 0) {
+	for (int n = count - 1; n >= 0; n--) {
 		if (!strncmp(lines[n], "instance ", 9)) {
 			char on[600];
 			snprintf(on, sizeof(on), "%s/tracing_on", lines[n] + 9);
-			fd = open(on, O_WRONLY | O_CLOEXEC);
+			int fd = open(on, O_WRONLY | O_CLOEXEC);
 			if (fd >= 0) {
 				if (write(fd, "0", 1) < 0) { /* removal below still tried */ }
 				close(fd);

@@ -14,6 +14,7 @@
 #include "runtime/clock.h"
 #include "runtime/config.h"
 #include "runtime/cputime.h"
+#include "runtime/uaccess.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -128,21 +129,34 @@ long timed_wait_until(struct dt_thread *t, clockid_t clk, uint64_t deadline_ns)
 	}
 }
 
-static long checked_ns(const struct timespec *ts, uint64_t *ns)
+/* The program's timespec, read as the kernel reads it: EFAULT, EINVAL */
+static long checked_ns(const struct timespec *uts, uint64_t *ns)
 {
-	if (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000l)
+	struct timespec ts;
+
+	if (copy_from_user(&ts, uts, sizeof(ts)))
+		return -EFAULT;
+	if (ts.tv_sec < 0 || ts.tv_nsec < 0 || ts.tv_nsec >= 1000000000l)
 		return -EINVAL;
-	*ns = ts_ns(ts);
+	*ns = ts_ns(&ts);
 	return 0;
 }
 
-/* The time left until deadline on clk, for a sleep a handler ended. */
-static void write_left(clockid_t clk, uint64_t deadline, struct timespec *rem)
+/* The time left until deadline on clk, for a sleep a handler ended: r
+ * (-EINTR), or -EFAULT where rem cannot be written, as the kernel's. */
+static long write_left(clockid_t clk, uint64_t deadline, struct timespec *rem, long r)
 {
 	uint64_t now = clock_ns(clk), left = now < deadline ? deadline - now : 0;
+	struct timespec ts = { (time_t)(left / 1000000000ull), (long)(left % 1000000000ull) };
 
-	rem->tv_sec = (time_t)(left / 1000000000ull);
-	rem->tv_nsec = (long)(left % 1000000000ull);
+	return copy_to_user(rem, &ts, sizeof(ts)) ? -EFAULT : r;
+}
+
+/* select, ppoll and pselect6 write back the time left; where they cannot,
+ * the kernel says nothing of it (poll_select_finish). */
+static void write_back(void *u, const void *v, size_t n)
+{
+	(void)copy_to_user(u, v, n);
 }
 
 _Static_assert(sizeof(struct wait_record) == 48 && offsetof(struct wait_record, rip) == 24 &&
@@ -216,7 +230,7 @@ long timed_sleep(struct dt_thread *t, clockid_t clk, int flags, const struct tim
 		r = timed_wait_until(t, clk, deadline);
 	}
 	if (r == -EINTR && !(flags & TIMER_ABSTIME) && rem)
-		write_left(clk, deadline, rem);
+		r = write_left(clk, deadline, rem, r);
 	return r;
 }
 
@@ -243,7 +257,7 @@ long timed_wait_approach(struct dt_thread *t, struct wait_record *w)
 
 	if (r) {
 		if (w->rem)
-			write_left(clk, w->deadline, w->rem);
+			r = write_left(clk, w->deadline, w->rem, r);
 		return r;
 	}
 	now = clock_ns(clk);
@@ -280,7 +294,7 @@ long timed_wait_finish(struct dt_thread *t, const struct wait_record *w, uint64_
 		r = timed_wait_until(t, clk, w->deadline);
 	}
 	if (r == -EINTR && w->rem)
-		write_left(clk, w->deadline, w->rem);
+		r = write_left(clk, w->deadline, w->rem, r);
 	return r;
 }
 
@@ -298,19 +312,23 @@ long timed_poll(struct dt_thread *t, long timeout_ms)
 long timed_select(struct dt_thread *t, struct timeval *tv)
 {
 	uint64_t deadline, now;
+	struct timeval v;
 	long r;
 
 	wait_begins(t);
 	if (!tv)
 		return timed_wait_until(t, CLOCK_MONOTONIC, UINT64_MAX);
-	if (tv->tv_sec < 0 || tv->tv_usec < 0)
+	if (copy_from_user(&v, tv, sizeof(v)))
+		return -EFAULT;
+	if (v.tv_sec < 0 || v.tv_usec < 0)
 		return -EINVAL;
-	deadline = clock_ns(CLOCK_MONOTONIC) + (uint64_t)tv->tv_sec * 1000000000ull + (uint64_t)tv->tv_usec * 1000ull;
+	deadline = clock_ns(CLOCK_MONOTONIC) + (uint64_t)v.tv_sec * 1000000000ull + (uint64_t)v.tv_usec * 1000ull;
 	r = timed_wait_until(t, CLOCK_MONOTONIC, deadline);
 	now = clock_ns(CLOCK_MONOTONIC);
 	uint64_t left = now < deadline ? deadline - now : 0;
-	tv->tv_sec = (time_t)(left / 1000000000ull);
-	tv->tv_usec = (suseconds_t)(left % 1000000000ull / 1000);
+	v.tv_sec = (time_t)(left / 1000000000ull);
+	v.tv_usec = (suseconds_t)(left % 1000000000ull / 1000);
+	write_back(tv, &v, sizeof(v));
 	return r;
 }
 
@@ -330,7 +348,7 @@ long timed_ppoll(struct dt_thread *t, struct timespec *ts)
 	r = timed_wait_until(t, CLOCK_MONOTONIC, deadline);
 	now = clock_ns(CLOCK_MONOTONIC);
 	ns = now < deadline ? deadline - now : 0;
-	ts->tv_sec = (time_t)(ns / 1000000000ull);
-	ts->tv_nsec = (long)(ns % 1000000000ull);
+	struct timespec v = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
+	write_back(ts, &v, sizeof(v));
 	return r;
 }

@@ -25,6 +25,7 @@
 #include "runtime/signals.h"
 #include "runtime/select.h"
 #include "runtime/threads.h"
+#include "runtime/uaccess.h"
 #include "runtime/waits.h"
 
 #include <errno.h>
@@ -173,16 +174,25 @@ static const struct rule rules[DT_NR_SYSCALLS] = {
 	[SYS_chdir] = R_PATH(0),
 };
 
-/* "/proc/thread-self/..." -> "/proc/<pid>/task/<tid>/..." in t->path. */
-static const char *thread_self_path(struct dt_thread *t, const char *p)
+/* "/proc/thread-self/..." -> "/proc/<pid>/task/<tid>/..." in t->path:
+ * 0 and *p the path to pass on (the program's own when it names no
+ * thread-self; also when it cannot be read: the kernel says EFAULT), or
+ * -ENAMETOOLONG, or -EFAULT for a path in rewrite mode's page 0, which the
+ * kernel would read. */
+static long thread_self_path(struct dt_thread *t, const char **p)
 {
 	static const char prefix[] = "/proc/thread-self";
 	const size_t plen = sizeof(prefix) - 1;
-	char num[24], *o = t->path, *end = t->path + sizeof(t->path) - 1;
+	char num[24], head[sizeof(prefix) + 1], *o = t->path, *end = t->path + sizeof(t->path) - 1;
 	size_t i;
+	long n;
 
-	if (!p || strncmp(p, prefix, plen) || (p[plen] && p[plen] != '/'))
-		return p;
+	/* the prefix and the byte after it, read as the kernel would */
+	n = strncpy_from_user(head, *p, sizeof(head));
+	if (n < 0 && (uintptr_t)*p < dt_user_floor)
+		return -EFAULT;                 /* page 0, the trampoline's: natively no memory */
+	if (n < (long)plen || memcmp(head, prefix, plen) || (head[plen] && head[plen] != '/'))
+		return 0;
 	memcpy(o, "/proc/", 6);
 	o += 6;
 	for (int k = 0; k < 2; k++) {
@@ -196,10 +206,13 @@ static const char *thread_self_path(struct dt_thread *t, const char *p)
 			o += 6;
 		}
 	}
-	for (p += plen; *p && o < end; )
-		*o++ = *p++;
-	*o = '\0';
-	return *p ? NULL : t->path;   /* NULL: too long */
+	n = strncpy_from_user(o, *p + plen, (size_t)(end - o) + 1);
+	if (n < 0)
+		return 0;                       /* the kernel says EFAULT */
+	if (o + n > end)
+		return -ENAMETOOLONG;
+	*p = t->path;
+	return 0;
 }
 
 /* Whether dt_dispatch carries nr out in general registers alone, so that
@@ -271,9 +284,10 @@ long dt_dispatch(struct dt_thread *t, long nr, long a[6], uintptr_t ip, ucontext
 		if (r->tid_arg && b[r->tid_arg - 1] == 0)
 			b[r->tid_arg - 1] = t->tid;
 		if (r->path_arg) {
-			const char *p = thread_self_path(t, (const char *)b[r->path_arg - 1]);
-			if (!p)
-				return -ENAMETOOLONG;
+			const char *p = (const char *)b[r->path_arg - 1];
+			long err = thread_self_path(t, &p);
+			if (err)
+				return err;
 			b[r->path_arg - 1] = (long)p;
 		}
 		return forward(t, nr, b);

@@ -50,12 +50,15 @@ static const struct ksigaction sigtrap_action = {
 };
 
 /* The handlers of this file as the process's actions: SIGSYS (sud.c), and
- * SIGTRAP in rewrite mode. */
+ * SIGTRAP in rewrite mode; and signals.c's for SIGSEGV and SIGBUS, the
+ * faults of the runtime's accesses to the program's memory. */
 int intercept_install(void)
 {
 	int err = sud_install(sigsys_handler);
 	long r = 0;
 
+	if (!err)
+		err = signal_fault_install();
 	if (!err && dt_rewrite_on)
 		r = sys_call4(SYS_rt_sigaction, SIGTRAP, &sigtrap_action, &dt_app_sigtrap, 8);
 	return err ? err : r < 0 ? (int)r : 0;

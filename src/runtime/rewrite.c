@@ -29,6 +29,7 @@
  *     data is read back.
  */
 #include "runtime/rewrite.h"
+#include "runtime/uaccess.h"
 #include "runtime/intercept.h"
 #include "runtime/clock.h"
 #include "runtime/config.h"
@@ -153,6 +154,8 @@ int rewrite_init(void)
 		sys_call2(SYS_munmap, page, 4096);
 		return -EADDRNOTAVAIL;
 	}
+	/* natively no memory: the runtime's own reads of it fail (uaccess.h) */
+	dt_user_floor = 4096;
 	/* The compiler must not see a store through NULL. */
 	__asm__("" : "+r"(page));
 	for (int i = 0; i < 4096; i += 2) {      /* ud2 wherever no sled is */

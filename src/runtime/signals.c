@@ -4,6 +4,7 @@
 #include "runtime/stack.h"
 #include "runtime/config.h"
 #include "runtime/sud.h"
+#include "runtime/uaccess.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -46,6 +47,93 @@ long do_sigreturn(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
  * handler that takes one argument ignores the other two. */
 static _Atomic uint64_t siginfo_added;
 
+/* The flags the kernel keeps of an action (UAPI_SA_FLAGS on x86-64): the
+ * rest it clears, and a program reads back (SA_UNSUPPORTED's probe). */
+#define KEPT_SA_FLAGS (SA_NOCLDSTOP | SA_NOCLDWAIT | SA_SIGINFO | 0x800 /* SA_EXPOSE_TAGBITS */ | \
+		       SA_RESTORER | SA_ONSTACK | SA_RESTART | SA_NODEFER | SA_RESETHAND)
+
+/* ---- SIGSEGV and SIGBUS: the runtime's accesses to the program's memory - */
+
+/* The runtime reads and writes the program's memory through uaccess.S,
+ * whose faults this handler turns into -EFAULT; every other fault (and
+ * every SIGSEGV or SIGBUS sent) is the program's and goes where it asked,
+ * on the stack and with the mask the kernel chose from the program's own
+ * flags (fault_action).  The program's wish is kept here, as SIGSYS's. */
+static struct ksigaction app_fault[2];          /* SIGSEGV, SIGBUS */
+
+static void fault_handler(int sig, siginfo_t *si, void *ctx)
+{
+	/* si_code > 0: raised by the CPU, not sent by kill */
+	if (si->si_code > 0 && uaccess_fixup(ctx))
+		sys_sigreturn_at(ctx);          /* at the fixup, with no trap on the way */
+	signal_deliver_app(&app_fault[sig == SIGBUS], sig, si, ctx, si->si_code > 0);
+}
+
+/* The kernel's action for a program's wish: our handler, which the kernel
+ * runs where it would run the program's (its SA_ONSTACK) with what the
+ * program's would block (its mask and SA_NODEFER), and returns through the
+ * program's restorer (a trapped rt_sigreturn, as after any handler of its);
+ * without a handler of the program's, on any alternate stack there is. */
+static void fault_action(const struct ksigaction *app, struct ksigaction *k)
+{
+	bool h = app->handler != SIG_DFL && app->handler != SIG_IGN;
+
+	k->handler = (void *)fault_handler;
+	k->flags = SA_SIGINFO | SA_RESTORER |
+		   (h ? app->flags & (SA_ONSTACK | SA_NODEFER | SA_RESTART) : SA_ONSTACK);
+	k->restorer = h && (app->flags & SA_RESTORER) ? app->restorer : (void *)sys_sigreturn_restorer;
+	k->mask = h ? app->mask & ~kept_open() : 0;
+}
+
+/* At start: the actions the program has (detach pid, dt_detach: maybe its
+ * own already) become its wish, and the runtime's handler the kernel's. */
+int signal_fault_install(void)
+{
+	static const int sigs[2] = { SIGSEGV, SIGBUS };
+	struct ksigaction cur, k;
+
+	for (int i = 0; i < 2; i++) {
+		long r = sys_call4(SYS_rt_sigaction, sigs[i], NULL, &cur, 8);
+		if (r < 0)
+			return (int)r;
+		if (cur.handler == (void *)fault_handler)
+			continue;               /* a second start: the wish is kept */
+		app_fault[i] = cur;
+		fault_action(&cur, &k);
+		if ((r = sys_call4(SYS_rt_sigaction, sigs[i], &k, NULL, 8)) < 0)
+			return (int)r;
+	}
+	return 0;
+}
+
+/* rt_sigaction of a signal whose action the runtime keeps (SIGSYS,
+ * SIGTRAP in rewrite mode, SIGSEGV, SIGBUS): the program's wish is kept in
+ * app and answered from there, in the kernel's order (act read, the
+ * action changed, then oldact written); a fault action is applied through
+ * fault_action. */
+static long kept_action(struct dt_thread *t, long nr, const long *a, struct ksigaction *app)
+{
+	struct ksigaction want, was = *app, k;
+
+	count(t, nr, &t->stats->emulated);
+	if (a[1]) {
+		if (copy_from_user(&want, (const void *)a[1], sizeof(want)))
+			return -EFAULT;
+		want.flags &= KEPT_SA_FLAGS;
+		want.mask &= ~((1ull << (SIGKILL - 1)) | (1ull << (SIGSTOP - 1)));
+		if (app == &app_fault[0] || app == &app_fault[1]) {
+			long r;
+			fault_action(&want, &k);
+			if ((r = sys_call4(SYS_rt_sigaction, a[0], &k, NULL, 8)) < 0)
+				return r;
+		}
+		*app = want;
+	}
+	if (a[2] && copy_to_user((void *)a[2], &was, sizeof(was)))
+		return -EFAULT;
+	return 0;
+}
+
 long do_sigaction(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
 	struct ksigaction act, *old = (struct ksigaction *)a[2];
@@ -56,20 +144,20 @@ long do_sigaction(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	(void)uc;
 	if ((unsigned long)a[3] != 8)
 		return forward(t, nr, a);               /* the kernel says EINVAL */
-	if (a[0] == SIGSYS || (a[0] == SIGTRAP && dt_rewrite_on)) {
-		/* SIGSYS carries our traps, SIGTRAP (rewrite mode) the int3 of
-		 * sites being rewritten: keep the program's wish, answer from it. */
-		struct ksigaction *app = a[0] == SIGSYS ? &dt_app_sigsys : &dt_app_sigtrap;
-		count(t, nr, &t->stats->emulated);
-		if (old)
-			memcpy(old, app, sizeof(*app));
-		if (a[1])
-			memcpy(app, (void *)a[1], sizeof(*app));
-		return 0;
-	}
+	/* SIGSYS carries our traps, SIGTRAP (rewrite mode) the int3 of sites
+	 * being rewritten, SIGSEGV and SIGBUS our faults on the program's
+	 * memory: keep the program's wish, answer from it. */
+	if (a[0] == SIGSYS)
+		return kept_action(t, nr, a, &dt_app_sigsys);
+	if (a[0] == SIGTRAP && dt_rewrite_on)
+		return kept_action(t, nr, a, &dt_app_sigtrap);
+	if (a[0] == SIGSEGV || a[0] == SIGBUS)
+		return kept_action(t, nr, a, &app_fault[a[0] == SIGBUS]);
 	memcpy(b, a, sizeof(b));
 	if (a[1]) {
-		memcpy(&act, (void *)a[1], sizeof(act));
+		/* unreadable: the kernel says EFAULT */
+		if (copy_from_user(&act, (void *)a[1], sizeof(act)))
+			return forward(t, nr, a);
 		/* a handler that blocks SIGSYS would turn our next trap fatal */
 		act.mask &= ~kept_open();
 		add = act.handler != SIG_DFL && act.handler != SIG_IGN && !(act.flags & SA_SIGINFO);
@@ -80,6 +168,7 @@ long do_sigaction(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	ret = forward(t, nr, b);
 	if (ret < 0)
 		return ret;
+	/* the kernel has just written *old: it is writable */
 	if (old && added_before)
 		old->flags &= ~(unsigned long)SA_SIGINFO;
 	if (a[1]) {
@@ -103,16 +192,19 @@ long do_sigprocmask(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	 * trampoline (rewrite mode, no frame) it goes to the kernel directly. */
 	uint64_t real, *frame_mask = uc ? (uint64_t *)&uc->uc_sigmask : &real, cur, set;
 	const uint64_t open = kept_open(), never = open | (1ull << (SIGKILL - 1)) | (1ull << (SIGSTOP - 1));
-	uint64_t app = t->app_blocked_open;
+	uint64_t app = t->app_blocked_open, was;
 
 	count(t, nr, &t->stats->local);
 	if (a[3] != 8)
 		return -EINVAL;
+	/* the kernel's order: the new set read (EFAULT), how checked (EINVAL),
+	 * the mask changed, then the old one written (EFAULT, changed all the same) */
+	if (a[1] && copy_from_user(&set, (const void *)a[1], sizeof(set)))
+		return -EFAULT;
 	if (!uc)
 		sys_call4(SYS_rt_sigprocmask, SIG_BLOCK, NULL, &real, 8);
 	cur = *frame_mask;
 	if (a[1]) {
-		set = *(const uint64_t *)a[1];
 		switch (a[0]) {
 		case SIG_BLOCK:
 			cur |= set;
@@ -130,12 +222,13 @@ long do_sigprocmask(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 			return -EINVAL;
 		}
 	}
-	if (a[2])
-		*(uint64_t *)a[2] = *frame_mask | t->app_blocked_open;
+	was = *frame_mask | t->app_blocked_open;
 	*frame_mask = cur & ~never;
 	t->app_blocked_open = app;
 	if (!uc)
 		sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &real, NULL, 8);
+	if (a[2] && copy_to_user((void *)a[2], &was, sizeof(was)))
+		return -EFAULT;
 	return 0;
 }
 
@@ -162,8 +255,12 @@ long do_sigaltstack(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	if (on_app)
 		old.ss_flags |= SS_ONSTACK;
 	if (ss) {
-		stack_t want = *ss;
-		int mode = want.ss_flags & ~SS_AUTODISARM;
+		stack_t want;
+		int mode;
+
+		if (copy_from_user(&want, ss, sizeof(want)))
+			return -EFAULT;
+		mode = want.ss_flags & ~SS_AUTODISARM;
 
 		if (on_app)
 			return -EPERM;
@@ -185,8 +282,8 @@ long do_sigaltstack(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 		sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &all, NULL, 8);
 		stack_set_program(t, &want);
 	}
-	if (oss)
-		*oss = old;
+	if (oss && copy_to_user(oss, &old, sizeof(old)))
+		return -EFAULT;
 	return 0;
 }
 
@@ -252,8 +349,10 @@ long do_sigsuspend(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 
 	(void)uc;
 	memcpy(b, a, sizeof(b));
-	if (a[0] && a[1] == 8) {
-		set = *(const uint64_t *)a[0] & ~kept_open();
+	if (a[1] == 8) {
+		if (copy_from_user(&set, (const void *)a[0], sizeof(set)))
+			return -EFAULT;         /* as the kernel: the size first */
+		set &= ~kept_open();
 		b[0] = (long)&set;
 	}
 	return local_call(t, nr, b);
@@ -306,23 +405,36 @@ static void sigfd_set(long fd, bool on)
 		atomic_fetch_and_explicit(&sigfd_bits[fd / 64], ~(1ull << (fd % 64)), memory_order_relaxed);
 }
 
+/* Read in pieces of the program's memory: a set that cannot be read holds
+ * none (the call is forwarded, and the kernel says EFAULT). */
 bool sigfd_in_pollfds(const void *fds, unsigned long n)
 {
-	const struct pollfd_ { int fd; short events, revents; } *p = fds;
+	struct pollfd_ { int fd; short events, revents; } p[32];
+	const struct pollfd_ *u = fds;
 
-	for (unsigned long i = 0; p && i < n; i++)
-		if (sigfd_is(p[i].fd))
-			return true;
+	for (unsigned long i = 0; u && i < n; i += 32) {
+		unsigned long k = n - i < 32 ? n - i : 32;
+		if (copy_from_user(p, u + i, k * sizeof(p[0])))
+			return false;
+		for (unsigned long j = 0; j < k; j++)
+			if (sigfd_is(p[j].fd))
+				return true;
+	}
 	return false;
 }
 
 bool sigfd_in_fdset(const void *set, long nfds)
 {
-	const uint64_t *w = set;
+	const uint64_t *u = set;
+	uint64_t w;
 
-	for (long fd = 0; w && fd < nfds && fd < SIGFD_MAX; fd++)
-		if ((w[fd / 64] >> (fd % 64) & 1) && sigfd_is(fd))
-			return true;
+	for (long fd = 0; u && fd < nfds && fd < SIGFD_MAX; fd += 64) {
+		if (copy_from_user(&w, u + fd / 64, sizeof(w)))
+			return false;
+		for (long b = 0; b < 64 && fd + b < nfds; b++)
+			if ((w >> b & 1) && sigfd_is(fd + b))
+				return true;
+	}
 	return false;
 }
 

@@ -19,6 +19,9 @@ bool sigfd_in_fdset(const void *set, long nfds) DT_HIDDEN;
 /* The program's action for a signal of the runtime's own that is not for
  * the runtime; forced: blocked or ignored, it takes the default action. */
 void signal_deliver_app(struct ksigaction *app, int sig, siginfo_t *si, void *ctx, bool forced) DT_HIDDEN;
+/* SIGSEGV and SIGBUS become the runtime's, the program's actions kept:
+ * a fault of uaccess.S is an EFAULT, any other the program's. */
+int signal_fault_install(void) DT_HIDDEN;
 /* The default action of sig, for real, on the calling thread. */
 void signal_die(int sig) DT_HIDDEN;
 

@@ -4,6 +4,7 @@
 #include "runtime/waits.h"
 #include "runtime/clock.h"
 #include "runtime/signals.h"
+#include "runtime/uaccess.h"
 
 #include <string.h>
 #include <sys/syscall.h>
@@ -47,19 +48,25 @@ long do_sleep(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
  * without descriptors are sleeps, served here like nanosleep. */
 long do_masked_wait(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
-	struct { const uint64_t *ss; size_t len; } psel, *pa = NULL;
+	struct { const uint64_t *ss; size_t len; } psel, pa;
 	const uint64_t *mask;
 	uint64_t m, old;
 	long b[6], ret;
 
 	(void)uc;
+	/* What cannot be read here is the kernel's to refuse: the call goes to
+	 * it as it is, and it answers in its order (EINVAL, EFAULT) before it
+	 * waits. */
 	if (nr == SYS_pselect6) {
-		pa = (void *)a[5];
-		mask = pa && pa->len == 8 ? pa->ss : NULL;
+		if (a[5] && copy_from_user(&pa, (const void *)a[5], sizeof(pa)))
+			return forward(t, nr, a);
+		mask = a[5] && pa.len == 8 ? pa.ss : NULL;
 	} else {
 		int i = nr == SYS_ppoll ? 3 : 4;
 		mask = a[i + 1] == 8 ? (const uint64_t *)a[i] : NULL;
 	}
+	if (mask && copy_from_user(&m, mask, sizeof(m)))
+		return forward(t, nr, a);
 	bool sleep = !t->observed &&
 		     ((nr == SYS_ppoll && a[1] == 0) || (nr == SYS_pselect6 && (a[0] == 0 || !(a[1] || a[2] || a[3]))));
 	/* a signalfd in the set: the whole wait runs here, with the mask the
@@ -70,7 +77,7 @@ long do_masked_wait(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	if (here) {
 		memcpy(b, a, sizeof(b));
 		if (mask) {
-			m = *mask & ~kept_open();
+			m &= ~kept_open();
 			if (nr == SYS_pselect6) {
 				psel.ss = &m;
 				psel.len = 8;
@@ -97,7 +104,7 @@ long do_masked_wait(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 		}
 	}
 	if (mask) {
-		m = *mask & ~kept_open();
+		m &= ~kept_open();
 		sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &m, &old, 8);
 	}
 	ret = sleep ? timed_ppoll(t, (struct timespec *)(nr == SYS_ppoll ? a[2] : a[4])) : forward(t, nr, b);

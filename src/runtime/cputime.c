@@ -30,6 +30,7 @@
  * limit back for real (cputime_child).  The counts and the limit travel
  * across execve in ENV_CPUTIME. */
 #include "runtime/cputime.h"
+#include "runtime/uaccess.h"
 #include "runtime/identity.h"
 #include "runtime/stats.h"
 #include "runtime/config.h"
@@ -190,8 +191,12 @@ long do_cpu_clock(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	/* here, not on the proxy: no wait of this call is in the figure */
 	if ((ret = local_call(t, nr, b)) < 0)
 		return ret;
-	struct timespec *ts = (struct timespec *)a[1];
-	v = (uint64_t)ts->tv_sec * 1000000000ull + (uint64_t)ts->tv_nsec;
+	/* the kernel has just written it; read back through uaccess all the
+	 * same (another thread may unmap it meanwhile) */
+	struct timespec ts;
+	if (copy_from_user(&ts, (const void *)a[1], sizeof(ts)))
+		return -EFAULT;
+	v = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 	if (kind == THREAD_CLOCK) {
 		v = less(v, thread_waited_ns(tid));
 	} else {
@@ -202,9 +207,9 @@ long do_cpu_clock(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 		v = never_back(&t->cpu_seen[SEEN_PROCESS_CLOCK][which], v);
 	else if (tid == t->tid)
 		v = never_back(&t->cpu_seen[SEEN_THREAD_CLOCK][which], v);
-	ts->tv_sec = (time_t)(v / 1000000000ull);
-	ts->tv_nsec = (long)(v % 1000000000ull);
-	return 0;
+	ts.tv_sec = (time_t)(v / 1000000000ull);
+	ts.tv_nsec = (long)(v % 1000000000ull);
+	return copy_to_user((void *)a[1], &ts, sizeof(ts));
 }
 
 static void tv_less(struct timeval *tv, uint64_t ns, uint64_t *seen)
@@ -218,43 +223,49 @@ static void tv_less(struct timeval *tv, uint64_t ns, uint64_t *seen)
 
 long do_getrusage(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
-	struct rusage *ru = (struct rusage *)a[1];
+	struct rusage ru;
 	uint64_t rt[3];
 	long ret;
 
 	(void)uc;
 	if (a[0] != RUSAGE_THREAD && a[0] != RUSAGE_SELF)
 		return forward(t, nr, a);
+	/* the kernel writes it (EFAULT); then corrected through uaccess */
 	if ((ret = local_call(t, nr, a)) < 0)
 		return ret;
+	if (copy_from_user(&ru, (const void *)a[1], sizeof(ru)))
+		return -EFAULT;
 	if (a[0] == RUSAGE_THREAD) {
-		tv_less(&ru->ru_utime, thread_waited_ns(t->tid), &t->cpu_seen[SEEN_RUSAGE_THREAD][0]);
-		return ret;
+		tv_less(&ru.ru_utime, thread_waited_ns(t->tid), &t->cpu_seen[SEEN_RUSAGE_THREAD][0]);
+	} else {
+		runtime_process_ns(rt);          /* waiting is user time */
+		tv_less(&ru.ru_utime, rt[CPUCLOCK_VIRT], &t->cpu_seen[SEEN_RUSAGE_SELF][0]);
+		tv_less(&ru.ru_stime, less(rt[CPUCLOCK_PROF], rt[CPUCLOCK_VIRT]), &t->cpu_seen[SEEN_RUSAGE_SELF][1]);
 	}
-	runtime_process_ns(rt);          /* waiting is user time */
-	tv_less(&ru->ru_utime, rt[CPUCLOCK_VIRT], &t->cpu_seen[SEEN_RUSAGE_SELF][0]);
-	tv_less(&ru->ru_stime, less(rt[CPUCLOCK_PROF], rt[CPUCLOCK_VIRT]), &t->cpu_seen[SEEN_RUSAGE_SELF][1]);
-	return ret;
+	return copy_to_user((void *)a[1], &ru, sizeof(ru)) ? -EFAULT : ret;
 }
 
 long do_times(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
-	struct tms *tm = (struct tms *)a[0];
+	struct tms *utm = (struct tms *)a[0], tm;
 	const uint64_t tick = 1000000000ull / USER_HZ;
 	uint64_t rt[3];
 	long ret;
 
 	(void)uc;
-	if (!tm)
+	if (!utm)
 		return forward(t, nr, a);
+	/* the kernel writes it (EFAULT); then corrected through uaccess */
 	if ((ret = local_call(t, nr, a)) < 0 && ret > -4096)
 		return ret;
+	if (copy_from_user(&tm, utm, sizeof(tm)))
+		return -EFAULT;
 	runtime_process_ns(rt);
-	tm->tms_utime = (clock_t)never_back(&t->cpu_seen[SEEN_TIMES][0],
-					    less((uint64_t)tm->tms_utime, rt[CPUCLOCK_VIRT] / tick));
-	tm->tms_stime = (clock_t)never_back(&t->cpu_seen[SEEN_TIMES][1],
-					    less((uint64_t)tm->tms_stime, less(rt[CPUCLOCK_PROF], rt[CPUCLOCK_VIRT]) / tick));
-	return ret;
+	tm.tms_utime = (clock_t)never_back(&t->cpu_seen[SEEN_TIMES][0],
+					   less((uint64_t)tm.tms_utime, rt[CPUCLOCK_VIRT] / tick));
+	tm.tms_stime = (clock_t)never_back(&t->cpu_seen[SEEN_TIMES][1],
+					   less((uint64_t)tm.tms_stime, less(rt[CPUCLOCK_PROF], rt[CPUCLOCK_VIRT]) / tick));
+	return copy_to_user(utm, &tm, sizeof(tm)) ? -EFAULT : ret;
 }
 
 /* ---- RLIMIT_CPU ---------------------------------------------------------- */
@@ -358,8 +369,8 @@ void cputime_child(void)
 long do_rlimit(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
 	int res = (int)(nr == SYS_prlimit64 ? a[1] : a[0]);
-	const struct rlimit *want = NULL;
-	struct rlimit *old = NULL;
+	const struct rlimit *uwant = NULL;
+	struct rlimit *old = NULL, want, was = app_cpu_limit;
 
 	(void)uc;
 	if (!limit_kept || res != RLIMIT_CPU ||
@@ -367,21 +378,25 @@ long do_rlimit(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 		return forward(t, nr, a);
 	count(t, nr, &t->stats->emulated);
 	if (nr == SYS_prlimit64) {
-		want = (const struct rlimit *)a[2];
+		uwant = (const struct rlimit *)a[2];
 		old = (struct rlimit *)a[3];
 	} else if (nr == SYS_setrlimit) {
-		want = (const struct rlimit *)a[1];
+		uwant = (const struct rlimit *)a[1];
 	} else {
 		old = (struct rlimit *)a[1];
 	}
-	if (want && want->rlim_cur > want->rlim_max)
+	/* the kernel's order: the new limit read (EFAULT), checked (EINVAL,
+	 * EPERM) and set, then the old one written (EFAULT, set all the same) */
+	if (uwant && copy_from_user(&want, uwant, sizeof(want)))
+		return -EFAULT;
+	if (uwant && want.rlim_cur > want.rlim_max)
 		return -EINVAL;
-	if (want && want->rlim_max > app_cpu_limit.rlim_max && !thread_capable(CAP_SYS_RESOURCE))
+	if (uwant && want.rlim_max > app_cpu_limit.rlim_max && !thread_capable(CAP_SYS_RESOURCE))
 		return -EPERM;
-	if (old)
-		*old = app_cpu_limit;
-	if (want)
-		app_cpu_limit = *want;
+	if (uwant)
+		app_cpu_limit = want;
+	if (old && copy_to_user(old, &was, sizeof(was)))
+		return -EFAULT;
 	return 0;
 }
 

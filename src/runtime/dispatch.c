@@ -189,7 +189,7 @@ static long thread_self_path(struct dt_thread *t, const char **p)
 
 	/* the prefix and the byte after it, read as the kernel would */
 	n = strncpy_from_user(head, *p, sizeof(head));
-	if (n < 0 && (uintptr_t)*p < dt_user_floor)
+	if (n < 0 && user_page0(*p))
 		return -EFAULT;                 /* page 0, the trampoline's: natively no memory */
 	if (n < (long)plen || memcmp(head, prefix, plen) || (head[plen] && head[plen] != '/'))
 		return 0;

@@ -8,6 +8,7 @@
 #include "runtime/cputime.h"
 #include "runtime/sandbox.h"
 #include "runtime/sched.h"
+#include "runtime/uaccess.h"
 #include "lib/contract.h"
 #include "lib/elf.h"
 
@@ -149,14 +150,15 @@ static bool without_runtime(long nr, const long a[6])
 	const char *path = (const char *)(nr == SYS_execve ? a[0] : a[1]);
 
 	struct stat st;
+	char first;
 
-	if (!path)
-		return false;
-	if (path[0] && sys_call4(SYS_faccessat, dirfd, path, X_OK, 0) < 0)
+	if (!path || strncpy_from_user(&first, path, 1) < 0)
+		return false;                   /* the exec fails (EFAULT): nothing runs */
+	if (first && sys_call4(SYS_faccessat, dirfd, path, X_OK, 0) < 0)
 		return false;                   /* the exec fails: nothing runs */
-	if (!path[0] && !(nr == SYS_execveat && (a[4] & AT_EMPTY_PATH)))
+	if (!first && !(nr == SYS_execveat && (a[4] & AT_EMPTY_PATH)))
 		return false;
-	if (sys_call4(SYS_newfstatat, dirfd, path, &st, path[0] ? 0 : AT_EMPTY_PATH) == 0 &&
+	if (sys_call4(SYS_newfstatat, dirfd, path, &st, first ? 0 : AT_EMPTY_PATH) == 0 &&
 	    (st.st_mode & (S_ISUID | S_ISGID)) && sys_call2(SYS_prctl, PR_GET_NO_NEW_PRIVS, 0) != 1)
 		return true;
 	if (!exec_is_static(dirfd, path, &raw_file))
@@ -180,6 +182,27 @@ char *env_put_u64(char *p, uint64_t v, char end)
 	return p;
 }
 
+/* Whether env_execve may read the program's envp: every pointer, the head
+ * of every string (what it compares), and LD_PRELOAD's whole value (what
+ * it copies), through uaccess.  Where it may not, the kernel reads the
+ * whole of it and refuses the exec with EFAULT. */
+static bool envp_readable(char *const *envp)
+{
+	char buf[4096];
+	char *e;
+
+	for (; envp; envp++) {
+		if (copy_from_user(&e, envp, sizeof(e)))
+			return false;
+		if (!e)
+			return true;
+		long n = strncpy_from_user(buf, e, 64);
+		if (n < 0 || (starts_with_var(buf, "LD_PRELOAD") && strncpy_from_user(buf, e, sizeof(buf)) < 0))
+			return false;
+	}
+	return true;
+}
+
 /* Runs on the detached thread inside the trap: no allocation but one mmap
  * of our own, no libc call that enters the kernel. */
 long env_execve(long nr, long a[6])
@@ -191,6 +214,9 @@ long env_execve(long nr, long a[6])
 	long ret, b[6], fd = -1;
 	bool bare;
 
+	if (!envp_readable(envp))
+		return user_page0(envp) ? -EFAULT :      /* the kernel would read page 0 */
+		       sys_call6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 	for (char **e = envp; e && *e; e++)
 		n++;
 	size = (n + CONTRACT_NVARS + 3) * sizeof(char *) + 2 * 8192 + CPUTIME_ENV_MAX + SCHED_ENV_MAX +

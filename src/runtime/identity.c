@@ -3,6 +3,7 @@
  * named, run here, or answered without the kernel.  CPU clocks: cputime.c. */
 #include "runtime/identity.h"
 #include "runtime/seccomp.h"
+#include "runtime/uaccess.h"
 
 #include <linux/capability.h>
 #include <linux/futex.h>
@@ -64,12 +65,16 @@ long do_gettid(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 
 long do_getcpu(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
+	unsigned cpu = (unsigned)t->cpu, node = (unsigned)t->node;
+	long err = 0;
+
 	(void)nr; (void)uc;
+	/* both written when they can be, as the kernel's put_user each */
 	if (a[0])
-		*(unsigned *)a[0] = (unsigned)t->cpu;
+		err |= copy_to_user((void *)a[0], &cpu, sizeof(cpu));
 	if (a[1])
-		*(unsigned *)a[1] = (unsigned)t->node;
-	return 0;
+		err |= copy_to_user((void *)a[1], &node, sizeof(node));
+	return err ? -EFAULT : 0;
 }
 
 long do_sched_yield(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
@@ -89,9 +94,8 @@ long do_capset(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	long b[6], ret = local_call(t, nr, a);
 
 	(void)uc;
-	if (ret < 0 || !h || t->depth > 0 || t->observed)
+	if (ret < 0 || !h || t->depth > 0 || t->observed || copy_from_user(&hdr, h, sizeof(hdr)))
 		return ret;
-	hdr.version = h->version;
 	hdr.pid = 0;
 	memcpy(b, a, sizeof(b));
 	b[0] = (long)&hdr;

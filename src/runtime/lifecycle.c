@@ -8,6 +8,7 @@
 #include "runtime/stats.h"
 #include "runtime/sud.h"
 #include "runtime/threads.h"
+#include "runtime/uaccess.h"
 
 #include <linux/sched.h>
 #include <string.h>
@@ -103,12 +104,17 @@ long do_clone(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 		stack = (uintptr_t)a[1];
 		break;
 	default: {                              /* clone3 */
-		struct clone_args *ca = (struct clone_args *)a[0];
-		if ((unsigned long)a[1] < 64 || !ca)
+		struct clone_args ca;
+		if ((unsigned long)a[1] < 64)
 			return local_call(t, nr, a);    /* the kernel says why */
-		flags = ca->flags;
-		if (ca->stack)
-			stack = (uintptr_t)(ca->stack + ca->stack_size);
+		/* its first 64 bytes (CLONE_ARGS_SIZE_VER0), which the kernel
+		 * reads too: unreadable, it says EFAULT (not from rewrite mode's
+		 * page 0, which it would read) */
+		if (copy_from_user(&ca, (const void *)a[0], 64))
+			return user_page0((void *)a[0]) ? -EFAULT : local_call(t, nr, a);
+		flags = ca.flags;
+		if (ca.stack)
+			stack = (uintptr_t)(ca.stack + ca.stack_size);
 		break;
 	}
 	}

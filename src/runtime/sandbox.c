@@ -33,6 +33,7 @@
 #include "runtime/identity.h"
 #include "runtime/signals.h"
 #include "runtime/sud.h"
+#include "runtime/uaccess.h"
 #include "lib/contract.h"
 
 #include <dirent.h>
@@ -45,7 +46,6 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
-#include <sys/uio.h>
 #include <stddef.h>
 
 #define MAX_INSNS_PER_PATH 32768        /* kernel/seccomp.c: 2^18 bytes of instructions */
@@ -54,15 +54,6 @@
 #define FLAGS_KNOWN (SECCOMP_FILTER_FLAG_TSYNC | SECCOMP_FILTER_FLAG_LOG | \
 		     SECCOMP_FILTER_FLAG_SPEC_ALLOW | SECCOMP_FILTER_FLAG_NEW_LISTENER | \
 		     SECCOMP_FILTER_FLAG_TSYNC_ESRCH | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV)
-
-/* Copies len bytes of the program's memory at addr: false where the
- * program could not read them all (the kernel's copy_from_user: EFAULT). */
-static bool read_program(void *buf, const void *addr, size_t len)
-{
-	struct iovec local = { buf, len }, remote = { (void *)addr, len };
-
-	return sys_call6(SYS_process_vm_readv, dt_cfg.pid, (long)&local, 1, (long)&remote, 1, 0) == (long)len;
-}
 
 /* Whether the calling thread is the program's only one (KILL_THREAD then
  * kills the process; TSYNC has no other thread to reach).  The runtime's
@@ -143,7 +134,7 @@ long sandbox_install(struct dt_thread *t, unsigned long flags, const void *prog)
 		return -EINVAL;
 	}
 	/* seccomp_prepare_filter */
-	if (!read_program(&fp, prog, sizeof(fp)))
+	if (copy_from_user(&fp, prog, sizeof(fp)))
 		return -EFAULT;
 	if (fp.len == 0 || fp.len > BPF_MAXINSNS)
 		return -EINVAL;
@@ -154,7 +145,7 @@ long sandbox_install(struct dt_thread *t, unsigned long flags, const void *prog)
 					       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if ((unsigned long)f > -4096ul)
 		return -ENOMEM;
-	err = read_program(f->insns, fp.filter, fp.len * sizeof(struct sock_filter)) ? 0 : -EFAULT;
+	err = copy_from_user(f->insns, fp.filter, fp.len * sizeof(struct sock_filter));
 	if (!err)
 		err = cbpf_check(f->insns, fp.len);
 	/* seccomp_attach_filter: the instructions of every filter on the path */

@@ -17,6 +17,7 @@
 #include "runtime/identity.h"
 #include "runtime/config.h"
 #include "runtime/env.h"
+#include "runtime/uaccess.h"
 #include "lib/contract.h"
 
 #include <errno.h>
@@ -183,31 +184,41 @@ long do_sched_set(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
 	struct kernel_sched_attr k;
 	const struct sched_param *sp = (const struct sched_param *)(nr == SYS_sched_setparam ? a[1] : a[2]);
+	struct sched_param p;
 
 	(void)uc;
 	if (!names_self(t, a[0])) {
 		if (nr == SYS_sched_setscheduler)
 			warn_rt(t, a[0], (int)a[1]);
-		if (nr == SYS_sched_setattr && a[1])
-			warn_rt(t, a[0], (int)((const struct kernel_sched_attr *)a[1])->sched_policy);
+		if (nr == SYS_sched_setattr && a[1] &&
+		    !copy_from_user(&k, (const void *)a[1], offsetof(struct kernel_sched_attr, sched_flags)))
+			warn_rt(t, a[0], (int)k.sched_policy);
 		return forward_tid(t, nr, a, 0);
 	}
 	count(t, nr, &t->stats->emulated);
 	memset(&k, 0, sizeof(k));
 	if (nr == SYS_sched_setattr) {
-		const struct kernel_sched_attr *u = (const struct kernel_sched_attr *)a[1];
+		/* sched_copy_attr, as the kernel reads it: size (EFAULT), then the
+		 * whole of it (EFAULT), a tail past ours zero (E2BIG) */
+		struct kernel_sched_attr *u = (struct kernel_sched_attr *)a[1];
+		char buf[PAGE_SIZE_K];
 		uint32_t size;
 		if (!u || a[2])
 			return -EINVAL;
-		size = u->size ? u->size : SCHED_ATTR_SIZE_VER0;
+		if (copy_from_user(&size, &u->size, sizeof(size)))
+			return -EFAULT;
+		size = size ? size : SCHED_ATTR_SIZE_VER0;
 		if (size < SCHED_ATTR_SIZE_VER0 || size > PAGE_SIZE_K) {
-			((struct kernel_sched_attr *)u)->size = sizeof(k);
+			uint32_t ours = sizeof(k);
+			(void)copy_to_user(&u->size, &ours, sizeof(ours));   /* unchecked, as put_user there */
 			return -E2BIG;
 		}
+		if (copy_from_user(buf, u, size))
+			return -EFAULT;
 		for (uint32_t i = sizeof(k); i < size; i++)
-			if (((const char *)u)[i])
+			if (buf[i])
 				return -E2BIG;
-		memcpy(&k, u, size < sizeof(k) ? size : sizeof(k));
+		memcpy(&k, buf, size < sizeof(k) ? size : sizeof(k));
 		if ((k.sched_flags & (SCHED_FLAG_UTIL_CLAMP_MIN | SCHED_FLAG_UTIL_CLAMP_MAX)) && size < sizeof(k))
 			return -EINVAL;
 		k.sched_nice = k.sched_nice < -20 ? -20 : k.sched_nice > 19 ? 19 : k.sched_nice;
@@ -217,9 +228,11 @@ long do_sched_set(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 			k.sched_policy = (uint32_t)SETPARAM_POLICY;
 		return set_attr(t, &k);
 	}
-	if (!sp)
+	if (!sp || (nr == SYS_sched_setscheduler && (int)a[1] < 0))
 		return -EINVAL;
-	k.sched_priority = (uint32_t)sp->sched_priority;
+	if (copy_from_user(&p, sp, sizeof(p)))
+		return -EFAULT;
+	k.sched_priority = (uint32_t)p.sched_priority;
 	k.sched_nice = t->app.attr.sched_nice;
 	if (nr == SYS_sched_setparam) {
 		k.sched_policy = (uint32_t)SETPARAM_POLICY;
@@ -244,10 +257,10 @@ long do_sched_get(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	if (nr == SYS_sched_getscheduler)
 		return (long)s->sched_policy | (s->sched_flags & SCHED_FLAG_RESET_ON_FORK ? SCHED_RESET_ON_FORK : 0);
 	if (nr == SYS_sched_getparam) {
+		struct sched_param p = { .sched_priority = is_rt(s->sched_policy) ? (int)s->sched_priority : 0 };
 		if (!a[1])
 			return -EINVAL;
-		((struct sched_param *)a[1])->sched_priority = is_rt(s->sched_policy) ? (int)s->sched_priority : 0;
-		return 0;
+		return copy_to_user((void *)a[1], &p, sizeof(p));
 	}
 	uint32_t size = (uint32_t)a[2];
 	if (!a[1] || size > PAGE_SIZE_K || size < SCHED_ATTR_SIZE_VER0 || a[3])
@@ -257,10 +270,9 @@ long do_sched_get(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 		k.sched_nice = 0;                /* get_params reports one or the other */
 	if (!is_rt(k.sched_policy))
 		k.sched_priority = 0;
+	/* sched_attr_copy_to_user: what fits of ours, the rest left as it was */
 	k.size = size < sizeof(k) ? size : sizeof(k);
-	memset((void *)a[1], 0, size);
-	memcpy((void *)a[1], &k, k.size);
-	return 0;
+	return copy_to_user((void *)a[1], &k, k.size);
 }
 
 /* sched_setaffinity, sched_getaffinity */
@@ -277,18 +289,16 @@ long do_affinity(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 		if (len * 8 < (size_t)nr_cpu_ids || (len & (sizeof(long) - 1)))
 			return -EINVAL;
 		len = len < (size_t)kmask_size ? len : (size_t)kmask_size;
-		if (!a[2])
-			return -EFAULT;
 		CPU_AND(&want, &t->app.affinity, &online);
-		memcpy((void *)a[2], &want, len);
+		if (copy_to_user((void *)a[2], &want, len))
+			return -EFAULT;
 		return (long)len;
 	}
 	CPU_ZERO(&want);
 	if (len > (size_t)kmask_size)
 		len = (size_t)kmask_size;
-	if (!a[2])
+	if (copy_from_user(&want, (const void *)a[2], len))
 		return -EFAULT;
-	memcpy(&want, (const void *)a[2], len);
 	CPU_AND(&want, &want, &online);
 	if (!CPU_COUNT(&want))
 		return -EINVAL;

@@ -12,6 +12,7 @@
 #include "runtime/config.h"
 #include "runtime/placement.h"
 #include "runtime/sched.h"
+#include "runtime/uaccess.h"
 #include "lib/partition.h"
 
 #include <stdatomic.h>
@@ -128,9 +129,10 @@ static void keep_off_detached(const long a[6])
 	cpu_set_t taken, both;
 	size_t size = (size_t)a[1] < sizeof(kept_off) ? (size_t)a[1] : sizeof(kept_off);
 
-	cpus_claimed(&taken);
 	CPU_ZERO(&kept_off);
-	memcpy(&kept_off, (const void *)a[2], size);
+	if (copy_from_user(&kept_off, (const void *)a[2], size))
+		return;                 /* the kernel says EFAULT */
+	cpus_claimed(&taken);
 	CPU_AND(&both, &kept_off, &taken);
 	if (!CPU_COUNT(&both))
 		return;
@@ -186,7 +188,8 @@ static bool thread_pinning(struct dt_thread *t, long a[6])
 	if (!a[2] || (size_t)a[1] < 8)
 		return false;
 	CPU_ZERO(&one);
-	memcpy(&one, (const void *)a[2], (size_t)a[1] < sizeof(one) ? (size_t)a[1] : sizeof(one));
+	if (copy_from_user(&one, (const void *)a[2], (size_t)a[1] < sizeof(one) ? (size_t)a[1] : sizeof(one)))
+		return false;           /* the kernel says EFAULT */
 	int c = cpuset_nth(&one, 0);
 	pid_t tid = (pid_t)a[0] ? (pid_t)a[0] : t->tid;
 	/* No thread at all (pid -1): the kernel fails the call, nothing changes
@@ -246,7 +249,9 @@ void observe_call(struct dt_thread *t, long nr, const long a[6])
 
 	if (nr == SYS_prctl && a[0] == PR_SET_NAME && a[1]) {
 		char name[16];
-		snprintf(name, sizeof(name), "%s", (const char *)a[1]);
+		if (strncpy_from_user(name, (const char *)a[1], sizeof(name) - 1) < 0)
+			return;         /* the kernel says EFAULT */
+		name[sizeof(name) - 1] = '\0';
 		if (name_chosen(name) && (cpu = claim_cpu(-1)) >= 0)
 			detach_thread(t, cpu);
 		return;

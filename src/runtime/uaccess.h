@@ -43,6 +43,15 @@ static inline long strncpy_from_user(char *dst, const char *src, size_t n)
 	return user_range_ok(src, 1) ? dt_copy_str(dst, src, n) : -EFAULT;
 }
 
+/* Whether p lies in rewrite mode's page 0: memory to the kernel, none
+ * natively.  Where the runtime would leave a pointer it cannot read to the
+ * kernel (which then answers EFAULT in its order of checks), it answers
+ * EFAULT itself for these. */
+static inline bool user_page0(const void *p)
+{
+	return (uintptr_t)p < dt_user_floor;
+}
+
 /* The exception table: a fault at one of the routines' instructions
  * resumes at its fixup.  True when uc was such a fault (and now resumes). */
 static inline bool uaccess_fixup(ucontext_t *uc)

@@ -163,23 +163,43 @@ static bool is_proxy(pid_t pid, pid_t tid)
 	return !read_text_file(path, comm, sizeof(comm)) && !strncmp(comm, "detach-proxy", 12);
 }
 
+struct text { char *buf; size_t len, at; };
+
+/* contract_encode into "NAME=VALUE\n" lines, which the runtime adopts as
+ * its environment's contract (runtime/env.c) */
+static int put_line(const char *name, const char *value, void *ctx)
+{
+	struct text *t = ctx;
+	int n;
+
+	if (!value)
+		return 0;
+	n = snprintf(t->buf + t->at, t->len - t->at, "%s=%s\n", name, value);
+	if (n < 0 || (size_t)n >= t->len - t->at)
+		return -ENOSPC;
+	t->at += (size_t)n;
+	return 0;
+}
+
 /* The contract `detach run` would have put in the environment. */
 static void contract(const struct pid_op *op, char *buf, size_t len)
 {
-	cpu_set_t online, hk;
-	char a[256], b[256];
-	int n;
+	struct run_contract c;
+	struct text t = { buf, len, 0 };
+	cpu_set_t online;
 
+	contract_defaults(&c);
+	c.pid = op->pid;
+	c.cpus = op->cpus;
 	cpus_online(&online);
-	CPU_XOR(&hk, &online, &op->cpus);
-	CPU_AND(&hk, &hk, &online);
-	n = snprintf(buf, len, ENV_PID "=%d\n" ENV_CPUS "=%s\n" ENV_HOUSEKEEPING "=%s\n" ENV_POLICY "=o\n"
-		     ENV_MODE "=%s\n" ENV_SELECT "=first\n", (int)op->pid, cpulist_format(&op->cpus, a, sizeof(a)),
-		     cpulist_format(&hk, b, sizeof(b)), op->mode ? op->mode : "auto");
-	if (op->stats && n > 0 && (size_t)n < len) {
-		char abs[PATH_MAX];
-		snprintf(buf + n, len - n, ENV_STATS "=%s\n", realpath(op->stats, abs) ? abs : op->stats);
-	}
+	CPU_XOR(&c.housekeeping, &online, &op->cpus);
+	CPU_AND(&c.housekeeping, &c.housekeeping, &online);
+	if (op->mode)
+		snprintf(c.mode, sizeof(c.mode), "%s", op->mode);
+	if (op->stats)
+		contract_set_stats(&c, op->stats);
+	buf[0] = '\0';
+	contract_encode(&c, put_line, &t);
 }
 
 struct runtime_text {

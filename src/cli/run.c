@@ -150,6 +150,13 @@ bad:
 	return -1;
 }
 
+/* contract_encode's way into our environment, which the program inherits */
+static int contract_setenv(const char *name, const char *value, void *ctx)
+{
+	(void)ctx;
+	return value ? setenv(name, value, 1) : unsetenv(name);
+}
+
 /* --select first,order:N,name:GLOB,pinned,fork */
 static int check_select(const char *arg)
 {
@@ -497,43 +504,27 @@ static int run_main(int argc, char **argv)
 	warn_risks(&o, cpuset_nth(&o.cpus, 0));
 
 	/* The contract with the runtime (src/lib/contract.h). */
-	snprintf(buf, sizeof(buf), "%d", (int)getpid());   /* exec keeps the pid */
-	setenv(ENV_PID, buf, 1);
-	setenv(ENV_CPUS, cpulist_format(&o.cpus, buf, sizeof(buf)), 1);
-	setenv(ENV_HOUSEKEEPING, cpulist_format(&o.housekeeping, buf, sizeof(buf)), 1);
-	setenv(ENV_POLICY, o.policy, 1);
-	setenv(ENV_MLOCK, o.mlock, 1);
-	setenv(ENV_MODE, o.mode, 1);
-	if (o.proxy)
-		setenv(ENV_PROXY, o.proxy, 1);
-	else
-		unsetenv(ENV_PROXY);
-	if (o.stats) {
-		char abs[PATH_MAX];
-		/* The program may chdir: pass an absolute path. */
-		if (o.stats[0] != '/' && getcwd(abs, sizeof(abs)))
-			snprintf(buf, sizeof(buf), "%s/%s", abs, o.stats);
-		else
-			snprintf(buf, sizeof(buf), "%s", o.stats);
-		setenv(ENV_STATS, buf, 1);
-	} else {
-		unsetenv(ENV_STATS);
+	struct run_contract ct;
+	contract_defaults(&ct);
+	ct.pid = getpid();               /* exec keeps the pid */
+	ct.cpus = o.cpus;
+	ct.housekeeping = o.housekeeping;
+	snprintf(ct.policy, sizeof(ct.policy), "%s", o.policy);
+	snprintf(ct.mlock, sizeof(ct.mlock), "%s", o.mlock);
+	snprintf(ct.mode, sizeof(ct.mode), "%s", o.mode);
+	snprintf(ct.proxy, sizeof(ct.proxy), "%s", o.proxy ? o.proxy : "");
+	snprintf(ct.select, sizeof(ct.select), "%s", select);
+	if (o.stats && contract_set_stats(&ct, o.stats)) {
+		cli_err("--stats %s: the path is too long", o.stats);
+		return 1;
 	}
 	/* Where threads that are not detached belong, even after the detached
 	 * thread, in the partition, execs a new image. */
 	if (read_text_file("/proc/self/cpuset", buf, sizeof(buf)) == 0)
-		setenv(ENV_HOME_CPUSET, buf, 1);
-	else
-		unsetenv(ENV_HOME_CPUSET);
-	setenv(ENV_SELECT, select, 1);
-	if (o.keep_policy)
-		setenv(ENV_KEEP_POLICY, "1", 1);
-	else
-		unsetenv(ENV_KEEP_POLICY);
-	if (o.verbose)
-		setenv(ENV_VERBOSE, "1", 1);
-	else
-		unsetenv(ENV_VERBOSE);
+		snprintf(ct.home_cpuset, sizeof(ct.home_cpuset), "%s", buf);
+	ct.keep_policy = o.keep_policy;
+	ct.verbose = o.verbose;
+	contract_encode(&ct, contract_setenv, NULL);
 	const char *was = getenv("LD_PRELOAD");
 	if (was && *was) {
 		setenv(ENV_PRELOAD_WAS, was, 1);

@@ -5,6 +5,10 @@
 #ifndef DETACH_LIB_CONTRACT_H
 #define DETACH_LIB_CONTRACT_H
 
+#include <sched.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
 #define ENV_PID          "DETACH_PID"          /* the process to detach; exec keeps the pid */
 #define ENV_CPUS         "DETACH_CPUS"         /* CPU list for detached threads */
 #define ENV_HOUSEKEEPING "DETACH_HOUSEKEEPING" /* CPU list for proxies and other threads */
@@ -21,6 +25,44 @@
 #define ENV_SCHED        "DETACH_SCHED"        /* the detached thread's own scheduling settings, across exec */
 #define ENV_KEEP_POLICY  "DETACH_KEEP_POLICY"  /* 1: scheduling requests of detached threads for real */
 #define ENV_SECCOMP      "DETACH_SECCOMP"      /* a descriptor holding the exec'ing thread's seccomp filters */
+
+/* What `detach run` (and `detach pid`) tell the runtime, typed: one encoder
+ * and one decoder (contract.c), so that the three parties cannot disagree
+ * about a name, an encoding or a default.  The variables after ENV_PROXY
+ * that are not here (ENV_PRELOAD_WAS, ENV_CPUTIME, ENV_SCHED, ENV_SECCOMP)
+ * are the runtime's own, passed across its execve (runtime/env.c). */
+struct run_contract {
+	pid_t pid;                      /* the process to detach: exec keeps the pid */
+	cpu_set_t cpus;                 /* for detached threads */
+	cpu_set_t housekeeping;         /* for proxies and all other threads */
+	char policy[16];                /* o | f:N | r:N (N 1..99) */
+	char mlock[8];                  /* thread | all | none */
+	char mode[16];                  /* sud | rewrite | auto */
+	char proxy[16];                 /* spin | adaptive; "": the runtime chooses */
+	char stats[4096];               /* absolute path of the JSON statistics; "": none */
+	char select[256];               /* the --select rules */
+	char home_cpuset[256];          /* the cpuset `detach run` ran in; "": unknown */
+	bool keep_policy;               /* --keep-policy */
+	bool verbose;                   /* -v */
+};
+
+/* A contract with every default but the pid and the CPUs: what the runtime
+ * does where a variable is unset, and what dt_detach() without `detach
+ * run` does (`detach run` passes its own --select default). */
+void contract_defaults(struct run_contract *c);
+/* c->stats from a path given on the command line, made absolute. */
+int contract_set_stats(struct run_contract *c, const char *path);
+/* Each variable, in order, to put(name, value, ctx); value NULL: the
+ * variable must not be set (an option left at its default).  Stops at the
+ * first non-zero return of put and returns it. */
+int contract_encode(const struct run_contract *c, int (*put)(const char *name, const char *value, void *ctx),
+		    void *ctx);
+/* From get(name, ctx) (NULL: unset).  0; -ENOENT when there is no
+ * contract for pid (none, or one for another process: a child that
+ * inherited the environment); -EINVAL when a variable is malformed, with
+ * its name in *bad. */
+int contract_decode(struct run_contract *c, pid_t pid, const char *(*get)(const char *name, void *ctx), void *ctx,
+		    const char **bad);
 
 /* Every variable above, for scrubbing and re-injection. */
 #define CONTRACT_VARS { ENV_PID, ENV_CPUS, ENV_HOUSEKEEPING, ENV_POLICY, ENV_MLOCK, \

@@ -1,10 +1,12 @@
 /* The process-wide configuration and the runtime's two ways to speak.
  * Layer 1 (docs/architecture.md). */
 #include "runtime/config.h"
+#include "lib/contract.h"
 
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -82,20 +84,38 @@ void dt_verbose(const char *fmt, ...)
 	va_end(ap);
 }
 
-/* The defaults both starts share (the constructor's contract, init.c, and
- * dt_detach() without `detach run`, api.c): everything as `detach run`
+/* The configuration a contract says (init.c: `detach run`'s; api.c:
+ * dt_detach()'s, the defaults). */
+void config_apply(const struct run_contract *c)
+{
+	dt_cfg.pid = getpid();
+	dt_cfg.cpus = c->cpus;
+	dt_cfg.housekeeping = c->housekeeping;
+	dt_hk_mask = c->housekeeping;
+	snprintf(dt_cfg.policy, sizeof(dt_cfg.policy), "%s", c->policy);
+	snprintf(dt_cfg.select, sizeof(dt_cfg.select), "%s", c->select);
+	snprintf(dt_cfg.mode, sizeof(dt_cfg.mode), "%s", c->mode);
+	snprintf(dt_cfg.stats_path, sizeof(dt_cfg.stats_path), "%s", c->stats);
+	snprintf(dt_cfg.home_cpuset, sizeof(dt_cfg.home_cpuset), "%s", c->home_cpuset);
+	dt_cfg.mlock = !strcmp(c->mlock, "all") ? MLOCK_ALL : !strcmp(c->mlock, "none") ? MLOCK_NONE : MLOCK_THREAD;
+	dt_cfg.verbose = c->verbose;
+	dt_cfg.keep_policy = c->keep_policy;
+	/* A spinning proxy on the only housekeeping CPU would leave nothing of
+	 * it to the rest of the program and the system. */
+	if (c->proxy[0])
+		dt_cfg.proxy_wait = strcmp(c->proxy, "spin") ? PROXY_ADAPTIVE : PROXY_SPIN;
+	else
+		dt_cfg.proxy_wait = CPU_COUNT(&c->housekeeping) >= 2 ? PROXY_SPIN : PROXY_ADAPTIVE;
+}
+
+/* dt_detach() without `detach run` (api.c): everything as `detach run`
  * without options, on the detached and housekeeping CPUs given. */
 void config_defaults(const cpu_set_t *cpus, const cpu_set_t *housekeeping)
 {
-	dt_cfg.pid = getpid();
-	dt_cfg.cpus = *cpus;
-	dt_cfg.housekeeping = *housekeeping;
-	dt_hk_mask = *housekeeping;
-	snprintf(dt_cfg.policy, sizeof(dt_cfg.policy), "o");
-	snprintf(dt_cfg.select, sizeof(dt_cfg.select), "first");
-	snprintf(dt_cfg.mode, sizeof(dt_cfg.mode), "auto");
-	dt_cfg.mlock = MLOCK_THREAD;
-	/* A spinning proxy on the only housekeeping CPU would leave nothing of
-	 * it to the rest of the program and the system. */
-	dt_cfg.proxy_wait = CPU_COUNT(housekeeping) >= 2 ? PROXY_SPIN : PROXY_ADAPTIVE;
+	struct run_contract c;
+
+	contract_defaults(&c);
+	c.cpus = *cpus;
+	c.housekeeping = *housekeeping;
+	config_apply(&c);
 }

@@ -43,7 +43,9 @@ extern cpu_set_t dt_hk_mask DT_HIDDEN;          /* read by the clone stub's chil
 /* rewrite mode is on: set once at start by rewrite.c (rewrite_init) */
 extern bool dt_rewrite_on DT_HIDDEN;
 
-/* The defaults both starts share (init.c, api.c). */
+struct run_contract;
+/* The configuration of a contract (init.c), or of the defaults (api.c). */
+void config_apply(const struct run_contract *c) DT_HIDDEN;
 void config_defaults(const cpu_set_t *cpus, const cpu_set_t *housekeeping) DT_HIDDEN;
 
 void dt_say(const char *msg, size_t len) DT_HIDDEN;

@@ -40,39 +40,27 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+static const char *contract_var(const char *name, void *ctx)
+{
+	(void)ctx;
+	return env_get(name);
+}
+
+/* `detach run`'s contract, for this process (a child that inherited the
+ * environment has none: its pid differs). */
 static bool read_contract(void)
 {
-	const char *pid = env_get(ENV_PID), *v;
+	struct run_contract c;
+	const char *bad;
+	int err = contract_decode(&c, getpid(), contract_var, NULL, &bad);
 
-	if (!pid || atoi(pid) != getpid())
+	if (err == -ENOENT)
 		return false;
-	cpu_set_t cpus, housekeeping;
-
-	if (!(v = env_get(ENV_CPUS)) || cpulist_parse(v, &cpus))
-		dt_die("%s is missing or malformed: start programs with 'detach run'", ENV_CPUS);
-	if (!(v = env_get(ENV_HOUSEKEEPING)) || cpulist_parse(v, &housekeeping))
-		dt_die("%s is missing or malformed: start programs with 'detach run'", ENV_HOUSEKEEPING);
-	config_defaults(&cpus, &housekeeping);
-	if ((v = env_get(ENV_POLICY)))
-		snprintf(dt_cfg.policy, sizeof(dt_cfg.policy), "%s", v);
-	if ((v = env_get(ENV_MLOCK)))
-		dt_cfg.mlock = !strcmp(v, "thread") ? MLOCK_THREAD : !strcmp(v, "all") ? MLOCK_ALL : MLOCK_NONE;
-	dt_cfg.verbose = (v = env_get(ENV_VERBOSE)) && !strcmp(v, "1");
-	if ((v = env_get(ENV_MODE)))
-		snprintf(dt_cfg.mode, sizeof(dt_cfg.mode), "%s", v);
-	if (strcmp(dt_cfg.mode, "sud") && strcmp(dt_cfg.mode, "rewrite") && strcmp(dt_cfg.mode, "auto"))
-		dt_die("unknown mode '%s' in %s", dt_cfg.mode, ENV_MODE);
-	if ((v = env_get(ENV_SELECT)) && *v)
-		snprintf(dt_cfg.select, sizeof(dt_cfg.select), "%s", v);
-	if ((v = env_get(ENV_HOME_CPUSET)))
-		snprintf(dt_cfg.home_cpuset, sizeof(dt_cfg.home_cpuset), "%s", v);
+	if (err)
+		dt_die("%s is missing or malformed: start programs with 'detach run'", bad);
+	config_apply(&c);
 	cputime_from_env(env_get(ENV_CPUTIME));
 	sched_from_env(env_get(ENV_SCHED));
-	dt_cfg.keep_policy = (v = env_get(ENV_KEEP_POLICY)) && !strcmp(v, "1");
-	if ((v = env_get(ENV_STATS)))
-		snprintf(dt_cfg.stats_path, sizeof(dt_cfg.stats_path), "%s", v);
-	if ((v = env_get(ENV_PROXY)))
-		dt_cfg.proxy_wait = strcmp(v, "spin") ? PROXY_ADAPTIVE : PROXY_SPIN;
 	return true;
 }
 

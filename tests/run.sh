@@ -13,9 +13,11 @@
 #
 # After every test the runner checks what no test may leave behind, and fails
 # the test that did, with a line naming the leak: a detach-proxy thread still
-# running, a new file in the runtime's registry (/dev/shm/detach), the
-# isolation state (cpusets, IRQ affinities, workqueue masks, RT throttling)
-# changed.  tests/helpers/ holds the helper libraries (lib.sh, state.sh, t.h,
+# running, a new registry file of a live program (/dev/shm/detach), a CPU
+# claim still held (a detached thread's CPU, system-wide: src/lib/liveness.h),
+# the isolation state (cpusets, IRQ affinities, workqueue masks, RT
+# throttling) changed.  Registry files of dead programs (killed before they
+# could remove them) are removed, as every reader removes them (`detach ps`).  tests/helpers/ holds the helper libraries (lib.sh, state.sh, t.h,
 # t_detach.h).
 set -u
 cd "$(dirname "$0")/.."
@@ -47,7 +49,8 @@ leaks() {
 	local i new
 	for i in $(seq 30); do
 		new=$( { comm -13 "$logs/.proxies" <(t_state_proxies) | sed 's/^/detach-proxy thread still running: /'
-			 comm -13 "$logs/.registry" <(t_state_registry) | sed 's/^/registry file left: \/dev\/shm\/detach\//'
+			 comm -13 "$logs/.registry" <(t_state_registry) | sed 's/^/registry file of a live program left: \/dev\/shm\/detach\//'
+			 comm -13 "$logs/.claims" <(t_state_claims) | sed 's/^/CPU claim still held: /'
 			 diff "$logs/.isolation" <(t_state_isolation) | sed -n 's/^> /isolation state changed: /p'; } )
 		[ -z "$new" ] && return
 		sleep 0.1
@@ -66,11 +69,12 @@ run_one() {   # NAME MODE (MODE empty: as it comes)
 	limit=${limit:-$timeout_s}
 	[ -n "$mode" ] && label="$n [$mode]"
 	log=$logs/$n${mode:+.$mode}.log
-	t_state_proxies >"$logs/.proxies"; t_state_registry >"$logs/.registry"
+	t_state_proxies >"$logs/.proxies"; t_state_registry >"$logs/.registry"; t_state_claims >"$logs/.claims"
 	t_state_isolation >"$logs/.isolation"
 	start=$(date +%s.%N)
 	DETACH_MODE=$mode timeout -k 10 "$limit" "${cmd[@]}" </dev/null >"$log" 2>&1
 	rc=$?
+	"$DETACH_BIN" ps >/dev/null 2>&1       # a reader: dead programs' files go
 	left=$(leaks)
 	if [ -n "$left" ] && [ "$rc" != 124 ] && [ "$rc" != 137 ]; then
 		echo "LEAK $label: $(echo "$left" | head -n 1)" >>"$log"

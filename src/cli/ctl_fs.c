@@ -23,6 +23,7 @@
 #include "cli/ctl.h"
 #include "cli/pid_op.h"
 #include "cli/ps.h"
+#include "lib/liveness.h"
 
 #include <errno.h>
 #include <fuse.h>
@@ -190,7 +191,7 @@ static void find_detached(const struct dt_registry *r, void *arg)
 
 	for (int i = 0; i < r->nthreads && i < DT_MAX_THREADS && f->cpu < 0; i++) {
 		const struct dt_thread_stats *s = &r->threads[i];
-		if (s->tid && s->state == 1 && !s->ended && ps_thread_alive(r->pid, s->tid)) {
+		if (s->tid && s->state == 1 && !s->ended && task_alive(r->pid, s->tid)) {
 			f->tid = s->tid;
 			f->cpu = s->cpu;
 		}

@@ -17,6 +17,7 @@
  * program; then it is stepped on until it leaves the runtime again. */
 #include "cli/cli.h"
 #include "cli/pid_op.h"
+#include "lib/liveness.h"
 #include "cli/remote.h"
 #include "lib/contract.h"
 #include "lib/partition.h"
@@ -139,6 +140,14 @@ int pid_op_check(struct pid_op *op)
 			    "no housekeeping CPU left for the proxies (detached: %s)",
 			    cpulist_format(&op->cpus, (char[256]){ 0 }, 256));
 	int cpu = pid_detached_cpu(op->pid, tid);
+	pid_t holder;
+	if (op->kind != PID_ATTACH && cpus_all_held(&op->cpus, op->pid, &cpu, &holder)) {
+		char who[64];
+		return fail(op, -EBUSY, "one detached thread per CPU: wait for it to end ('detach ps' lists it), "
+			    "or choose another CPU with -c", "CPU %d already holds a detached thread of %s", cpu,
+			    pid_describe(holder, who, sizeof(who)));
+	}
+	cpu = pid_detached_cpu(op->pid, tid);
 	if (op->kind == PID_DETACH && cpu >= 0) {
 		char note[96];
 		snprintf(note, sizeof(note), "'detach pid --attach %d' puts it back", (int)op->pid);

@@ -1,8 +1,11 @@
 /* detach ps: the detached threads of every running program, from the
- * statistics each runtime publishes in REGISTRY_DIR/<pid>. */
+ * statistics each runtime publishes in REGISTRY_DIR/<pid>, shown while its
+ * owner holds its lock (lib/liveness.h) and removed when it does not: a
+ * program killed before it could remove its file. */
 #include "cli/cli.h"
 #include "cli/ps.h"
 #include "lib/contract.h"
+#include "lib/liveness.h"
 #include "lib/registry.h"
 #include "lib/util.h"
 
@@ -47,19 +50,14 @@ static const struct dt_registry *map_registry(const char *path)
 	return p == MAP_FAILED ? NULL : p;
 }
 
-bool ps_thread_alive(int pid, int tid)
-{
-	char path[64];
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%d", pid, tid);
-	return access(path, F_OK) == 0;
-}
-
 int ps_each(pid_t only, void (*fn)(const struct dt_registry *r, void *arg), void *arg)
 {
 	DIR *d = opendir(REGISTRY_DIR);
 	struct dirent *e;
-	int n = 0;
+	int n = 0, locks = locks_open(true);
+
+	if (locks < 0)
+		locks = locks_open(false);      /* another user's: looks, removes nothing */
 
 	while (d && (e = readdir(d))) {
 		char path[512];
@@ -69,10 +67,8 @@ int ps_each(pid_t only, void (*fn)(const struct dt_registry *r, void *arg), void
 		if (pid <= 0 || (only && pid != only))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", REGISTRY_DIR, e->d_name);
-		if (kill(pid, 0) && errno == ESRCH) {
-			unlink(path);           /* left by a program that was killed */
-			continue;
-		}
+		if (!registry_live(locks, pid))
+			continue;               /* a dead program's: removed when we may */
 		if (!(r = map_registry(path)))
 			continue;
 		if (r->magic == REGISTRY_MAGIC && r->pid == pid) {
@@ -83,12 +79,14 @@ int ps_each(pid_t only, void (*fn)(const struct dt_registry *r, void *arg), void
 	}
 	if (d)
 		closedir(d);
+	if (locks >= 0)
+		close(locks);
 	return n;
 }
 
 void ps_thread_json(struct json *j, const struct dt_registry *r, const struct dt_thread_stats *s)
 {
-	bool alive = ps_thread_alive(r->pid, s->tid);
+	bool alive = task_alive(r->pid, s->tid);
 
 	json_object_begin(j, NULL);
 	json_int(j, "pid", r->pid);
@@ -129,7 +127,7 @@ static void list_threads(const struct dt_registry *r, void *arg)
 			ps_thread_json(l->j, r, s);
 			continue;
 		}
-		bool alive = ps_thread_alive(r->pid, s->tid);
+		bool alive = task_alive(r->pid, s->tid);
 		printf("%7d %7d %4d %-8s %-6s %-8s %7d %12llu %10llu %10llu %12llu  %s\n", r->pid, s->tid,
 		       s->cpu, r->mode, !alive ? "exited" : s->state == 1 ? "run" : "attach", r->proxy, s->proxy_tid,
 		       (unsigned long long)s->forwarded, (unsigned long long)s->local,

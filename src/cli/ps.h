@@ -13,6 +13,5 @@
 int ps_each(pid_t only, void (*fn)(const struct dt_registry *r, void *arg), void *arg);
 /* One thread as an object of the "threads" array of `detach ps --json`. */
 void ps_thread_json(struct json *j, const struct dt_registry *r, const struct dt_thread_stats *s);
-bool ps_thread_alive(int pid, int tid);
 
 #endif

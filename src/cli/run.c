@@ -5,6 +5,7 @@
  * NOTE, read top to bottom as the request is checked. */
 #include "cli/cli.h"
 #include "cli/mpi_rank.h"
+#include "lib/liveness.h"
 #include "lib/elf.h"
 #include "lib/contract.h"
 #include "lib/partition.h"
@@ -456,6 +457,15 @@ static int run_main(int argc, char **argv)
 		cli_err("no housekeeping CPU left for the proxies (detached: %s)", cpulist_format(&o.cpus, buf, sizeof(buf)));
 		cli_note("leave at least one CPU of the affinity out of -c, or name one with -H");
 		return EXIT_USAGE;
+	}
+
+	int held_cpu;
+	pid_t holder;
+	if (cpus_all_held(&o.cpus, getpid(), &held_cpu, &holder)) {
+		char who[64];
+		cli_err("CPU %d already holds a detached thread of %s", held_cpu, pid_describe(holder, who, sizeof(who)));
+		cli_note("one detached thread per CPU: wait for it to end ('detach ps' lists it), or choose another CPU with -c");
+		return 1;
 	}
 
 	rc = resolve_command(argv[optind], cmdpath, sizeof(cmdpath));

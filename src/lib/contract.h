@@ -25,6 +25,7 @@
 #define ENV_SCHED        "DETACH_SCHED"        /* the detached thread's own scheduling settings, across exec */
 #define ENV_KEEP_POLICY  "DETACH_KEEP_POLICY"  /* 1: scheduling requests of detached threads for real */
 #define ENV_SECCOMP      "DETACH_SECCOMP"      /* a descriptor holding the exec'ing thread's seccomp filters */
+#define ENV_CLAIMS       "DETACH_CLAIMS"       /* the locks file's descriptor, its locks kept across exec (lib/liveness.h) */
 
 /* What `detach run` (and `detach pid`) tell the runtime, typed: one encoder
  * and one decoder (contract.c), so that the three parties cannot disagree
@@ -67,8 +68,9 @@ int contract_decode(struct run_contract *c, pid_t pid, const char *(*get)(const 
 /* Every variable above, for scrubbing and re-injection. */
 #define CONTRACT_VARS { ENV_PID, ENV_CPUS, ENV_HOUSEKEEPING, ENV_POLICY, ENV_MLOCK, \
 			ENV_STATS, ENV_MODE, ENV_PROXY, ENV_PRELOAD_WAS, ENV_VERBOSE, ENV_HOME_CPUSET, \
-			ENV_SELECT, ENV_CPUTIME, ENV_SCHED, ENV_KEEP_POLICY, ENV_SECCOMP }
-#define CONTRACT_NVARS 16
+			ENV_SELECT, ENV_CPUTIME, ENV_SCHED, ENV_KEEP_POLICY, ENV_SECCOMP, \
+			ENV_CLAIMS }
+#define CONTRACT_NVARS 17
 
 /* Where running detached processes publish their live statistics
  * (`detach ps` reads them): REGISTRY_DIR/<pid>. */

@@ -14,6 +14,7 @@
  * creates that FIFO. */
 #define FUSE_USE_VERSION 312
 #include "rtl/rtl_int.h"
+#include "lib/liveness.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -307,11 +308,6 @@ static pid_t owner_of(const char *target)
 	return strncmp(target, MOUNT_PREFIX, len) ? 0 : (pid_t)atoi(target + len);
 }
 
-static bool alive(pid_t pid)
-{
-	return kill(pid, 0) == 0 || errno == EPERM;
-}
-
 static void remove_mount(pid_t pid)
 {
 	char dir[64];
@@ -333,7 +329,7 @@ static void remove_dead_mounts(void)
 		return;
 	while ((e = readdir(d))) {
 		snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
-		if ((pid = owner_of(path)) > 0 && !alive(pid))
+		if ((pid = owner_of(path)) > 0 && !pid_alive(pid))
 			remove_mount(pid);
 	}
 	closedir(d);
@@ -352,7 +348,7 @@ int rtl_devfs_link(unsigned int n)
 	if ((len = readlink(link, old, sizeof(old) - 1)) >= 0) {
 		old[len] = 0;
 		pid = owner_of(old);
-		if (!pid || (pid != getpid() && alive(pid)))
+		if (!pid || (pid != getpid() && pid_alive(pid)))
 			return -EBUSY;           /* another task's FIFO, or not ours at all */
 		unlink(link);
 		if (pid != getpid())

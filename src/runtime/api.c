@@ -20,12 +20,12 @@ static volatile int setup_lock;
  * first dt_detach(). */
 static int setup_standalone(int cpu)
 {
-	cpu_set_t own, one;
+	cpu_set_t own, one, online;
 	const char *mode = getenv("DETACH_MODE");
 
 	if (sched_getaffinity(0, sizeof(own), &own))
 		return -errno;
-	if (cpu < 0 || cpu >= CPU_SETSIZE)
+	if (cpu < 0 || cpu >= CPU_SETSIZE || cpus_online(&online) || !CPU_ISSET(cpu, &online))
 		return -EINVAL;
 	CPU_ZERO(&one);
 	CPU_SET(cpu, &one);
@@ -56,11 +56,9 @@ DT_API int dt_detach(int cpu)
 		watcher_kick();         /* channels opened before: off this CPU, and waking */
 	if (cpu >= 0 && !CPU_ISSET(cpu, &dt_cfg.cpus))
 		return -EINVAL;
-	cpu = claim_cpu(cpu);
-	if (cpu < 0)
-		return -EBUSY;
-	detach_thread(dt_self, cpu);   /* dt_self: a watched thread's struct, or NULL */
-	return 0;
+	if ((cpu = claim_cpu(cpu)) < 0)
+		return cpu;             /* -EBUSY: ours, or another process's (claims.c) */
+	return detach_thread(dt_self, cpu);   /* dt_self: a watched thread's struct, or NULL */
 }
 
 DT_API int dt_attach(void)

@@ -308,15 +308,17 @@ static void *watchdog(void *arg)
 }
 
 /* At start: lift the kernel's RLIMIT_CPU when the program has one (or was
- * given one before the last execve), and watch the program's instead. */
-void cputime_start(void)
+ * given one before the last execve), and watch the program's instead.
+ * 0, or -errno with the kernel's limit the program's again. */
+int cputime_start(void)
 {
 	struct rlimit now, none = { RLIM_INFINITY, RLIM_INFINITY };
 	pthread_t th;
+	int err;
 
 	if (!limit_kept) {
 		if (getrlimit(RLIMIT_CPU, &now) || now.rlim_cur == RLIM_INFINITY)
-			return;
+			return 0;
 		if (setrlimit(RLIMIT_CPU, &none)) {
 			/* Without CAP_SYS_RESOURCE the kernel counts whatever spins:
 			 * spin as little as the limit needs. */
@@ -326,15 +328,20 @@ void cputime_start(void)
 				"still count against it", (unsigned long long)now.rlim_cur);
 			dt_cpu_limited = true;
 			dt_cfg.proxy_wait = PROXY_ADAPTIVE;
-			return;
+			return 0;
 		}
 		app_cpu_limit = now;
 		limit_kept = true;
 	}
-	if (pthread_create(&th, NULL, watchdog, NULL))
-		dt_die("cannot start the CPU-time limit's watchdog");
+	if ((err = pthread_create(&th, NULL, watchdog, NULL))) {
+		dt_verbose("cannot start the CPU-time limit's watchdog: %s", strerror(err));
+		limit_kept = false;
+		setrlimit(RLIMIT_CPU, &app_cpu_limit);
+		return -err;
+	}
 	pthread_setname_np(th, "detach-watchdog");     /* the runtime's: not the program's (sandbox.c) */
 	pthread_detach(th);
+	return 0;
 }
 
 /* Under a CPU-time limit the runtime may not lift: the wait of clock.c

@@ -9,7 +9,7 @@
 
 #include "runtime/call.h"
 
-void cputime_start(void) DT_HIDDEN;
+int cputime_start(void) DT_HIDDEN;
 void cputime_child(void) DT_HIDDEN;
 void cputime_proxy_ends(struct dt_thread_stats *s) DT_HIDDEN;
 void cputime_proxy_retires(struct dt_thread_stats *s) DT_HIDDEN;

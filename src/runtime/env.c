@@ -5,6 +5,7 @@
  * else's exec (children, other threads) gets them. */
 #include "runtime/env.h"
 #include "runtime/config.h"
+#include "runtime/claims.h"
 #include "runtime/cputime.h"
 #include "runtime/sandbox.h"
 #include "runtime/sched.h"
@@ -211,7 +212,7 @@ long env_execve(long nr, long a[6])
 	const char *app_preload = NULL;
 	size_t n = 0, size, at = 0;
 	char **out, *preload, *was, *p;
-	long ret, b[6], fd = -1;
+	long ret, b[6], fd = -1, claims = -1;
 	bool bare;
 
 	if (!envp_readable(envp))
@@ -220,7 +221,7 @@ long env_execve(long nr, long a[6])
 	for (char **e = envp; e && *e; e++)
 		n++;
 	size = (n + CONTRACT_NVARS + 3) * sizeof(char *) + 2 * 8192 + CPUTIME_ENV_MAX + SCHED_ENV_MAX +
-	       SANDBOX_ENV_MAX;
+	       SANDBOX_ENV_MAX + CLAIMS_ENV_MAX;
 	out = (char **)sys_call6(SYS_mmap, 0, (long)size, PROT_READ | PROT_WRITE,
 				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if ((long)out < 0 && (long)out > -4096)
@@ -247,7 +248,8 @@ long env_execve(long nr, long a[6])
 	}
 	for (int i = 0; i < nsaved; i++)
 		if (!starts_with_var(saved[i], ENV_PRELOAD_WAS) && !starts_with_var(saved[i], ENV_CPUTIME) &&
-		    !starts_with_var(saved[i], ENV_SCHED) && !starts_with_var(saved[i], ENV_SECCOMP))
+		    !starts_with_var(saved[i], ENV_SCHED) && !starts_with_var(saved[i], ENV_SECCOMP) &&
+		    !starts_with_var(saved[i], ENV_CLAIMS))
 			out[at++] = saved[i];
 	/* as of now: the runtime's CPU time, the thread's scheduling settings */
 	cputime_to_env(dt_self, was + 8192);
@@ -278,6 +280,14 @@ long env_execve(long nr, long a[6])
 		sandbox_to_kernel(dt_self->filters, false);
 	else if (dt_self->filters && (fd = sandbox_to_env(dt_self, was + 8192 + CPUTIME_ENV_MAX + SCHED_ENV_MAX)) >= 0)
 		out[at++] = was + 8192 + CPUTIME_ENV_MAX + SCHED_ENV_MAX;
+	/* The locks (the CPU claimed, the registry file ours) stay the
+	 * process's across the exec for the new runtime, without a moment
+	 * free; an image without the runtime runs undetached: they go. */
+	p = was + 8192 + CPUTIME_ENV_MAX + SCHED_ENV_MAX + SANDBOX_ENV_MAX;
+	if (!bare && !dt_self->observed && (claims = claims_pass_on()) >= 0) {
+		env_put_u64(stpcpy(p, ENV_CLAIMS "="), (uint64_t)claims, '\0');
+		out[at++] = p;
+	}
 	out[at] = NULL;
 	memcpy(b, a, sizeof(b));
 	b[nr == SYS_execve ? 2 : 3] = (long)out;
@@ -285,6 +295,7 @@ long env_execve(long nr, long a[6])
 	/* only reached when exec failed */
 	if (fd >= 0)
 		sys_call1(SYS_close, fd);
+	claims_exec_failed(claims);
 	sys_call2(SYS_munmap, out, size);
 	return ret;
 }

@@ -5,6 +5,8 @@
  *     env_scrub()          the program sees its own environment (env.c)
  *     choose_mode()        rewrite (page-0 trampoline, rewrite.c) or sud
  *     intercept_install()  the SIGSYS handler (intercept.c)
+ *     claims_open()        the locks that say the process lives and which
+ *                          CPUs it holds, system-wide (claims.c)
  *     registry_open()      live statistics for `detach ps` (stats.c)
  *     start_threads()      detach the first thread, or watch for the chosen
  *                          ones (threads.c): proxy, pinning, the trap armed
@@ -14,6 +16,7 @@
  * dispatch.c (the exceptions in lifecycle.c, signals.c, waits.c, identity.c).
  */
 #include "runtime/init.h"
+#include "runtime/claims.h"
 #include "runtime/clock.h"
 #include "runtime/config.h"
 #include "runtime/cputime.h"
@@ -25,6 +28,7 @@
 #include "runtime/stats.h"
 #include "runtime/threads.h"
 #include "lib/contract.h"
+#include "lib/liveness.h"
 #include "lib/partition.h"
 
 #include <fcntl.h>
@@ -118,8 +122,12 @@ __attribute__((constructor)) static void dt_init(void)
 	bool mine = read_contract();
 	/* the filters of the image before execve judge this one's calls */
 	const struct sandbox_filter *carried = mine ? sandbox_from_env(env_get(ENV_SECCOMP)) : NULL;
+	cpu_set_t held;
+	pid_t holder;
 	int err;
 
+	if (mine)
+		claims_from_env(env_get(ENV_CLAIMS));
 	env_scrub();
 	if (!mine)
 		return;
@@ -131,8 +139,20 @@ __attribute__((constructor)) static void dt_init(void)
 		       "threads: they cannot be detached; NOTE: run valgrind without detach run");
 	if ((err = runtime_start()))
 		dt_die("cannot start: %s", strerror(-err));
-	start_threads();
-	dt_self->filters = carried;
+	if ((err = start_threads(&holder)) == -EBUSY && holder) {
+		/* `detach run` looked before the exec; another came meanwhile */
+		char who[64];
+		dt_die("CPU %s holds a detached thread of %s; NOTE: wait for it to end, or choose "
+		       "another CPU with -c", cpulist_format(&dt_cfg.cpus, (char[256]){ 0 }, 256),
+		       pid_describe(holder, who, sizeof(who)));
+	} else if (err) {
+		dt_die("cannot detach the first thread: %s", strerror(-err));
+	}
+	/* after an execve: CPUs of the image before that hold nothing now */
+	cpus_claimed(&held);
+	claims_keep(&held);
+	if (dt_self)
+		dt_self->filters = carried;
 }
 
 /* `detach pid` and `detach ctl` (src/cli/pid_op.c): loaded by dlopen into a
@@ -159,13 +179,13 @@ __attribute__((visibility("default"))) int __dt_pid_start(const char *contract, 
 	if (cpu >= CPU_SETSIZE || (cpu >= 0 && !CPU_ISSET(cpu, &dt_cfg.cpus)))
 		return -EINVAL;
 	if ((cpu = claim_cpu(cpu)) < 0)
-		return -EBUSY;
-	detach_thread(dt_self, cpu);
-	return 0;
+		return cpu;
+	return detach_thread(dt_self, cpu);
 }
 
 /* Process-wide set-up, once: by the constructor, or by dt_detach() in a
- * program that was not started by `detach run` (api.c). */
+ * program that was not started by `detach run` (api.c).  0, or -errno and
+ * the runtime not active (a later call tries again). */
 int runtime_start(void)
 {
 	int err;
@@ -178,14 +198,18 @@ int runtime_start(void)
 	 * (clock.c); dt_now_ns() calibrates its own clock at full length. */
 	tsc_calibrate(&dt_cfg.tsc, 2000000);
 	clock_init();                   /* before choose_mode: rewrite.c asks it */
-	cputime_start();                /* may change how proxies wait */
+	if ((err = cputime_start()))     /* may change how proxies wait */
+		return err;
 	choose_mode();
 	sys_on_clone_child = dt_child_placement;
 	sys_on_vfork_parent = dt_vfork_parent_resumed;
-	if ((err = intercept_install()))
-		dt_die("cannot install the SIGSYS handler: %s", strerror(-err));
+	if ((err = intercept_install())) {
+		dt_verbose("cannot install the SIGSYS handler: %s", strerror(-err));
+		return err;
+	}
+	claims_open();                  /* without: claims within the process (said) */
 	if ((err = registry_open()))
-		dt_die("cannot publish statistics in %s: %s", REGISTRY_DIR, strerror(-err));
+		return err;
 	sched_start();
 	dt_cfg.active = true;
 	return 0;

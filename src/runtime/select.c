@@ -227,10 +227,8 @@ static bool thread_pinning(struct dt_thread *t, long a[6])
 			keep_off_detached(a);
 		return false;
 	}
-	if (tid == t->tid) {
-		detach_thread(t, cpu);
-		return true;
-	}
+	if (tid == t->tid)
+		return detach_thread(t, cpu) == 0;
 	/* pinned by its creator: into the partition first, or the creator's
 	 * call fails; the thread detaches itself at its next call */
 	struct partition p;

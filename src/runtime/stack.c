@@ -56,7 +56,7 @@ static void pool_give(void)
 }
 
 /* A stack for t: one whose thread has exited, or a new mapping. */
-void stack_give(struct dt_thread *t)
+int stack_give(struct dt_thread *t)
 {
 	uintptr_t lo = 0;
 
@@ -72,12 +72,13 @@ void stack_give(struct dt_thread *t)
 		long m = sys_call6(SYS_mmap, 0, GUARD + STACK_SIZE, PROT_READ | PROT_WRITE,
 				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
 		if (m < 0 && m > -4096)
-			dt_die("cannot map a thread's runtime stack: %s", strerror((int)-m));
+			return (int)m;
 		sys_call3(SYS_mprotect, m, GUARD, PROT_NONE);
 		lo = (uintptr_t)m + GUARD;
 	}
 	t->stack_lo = lo;
 	t->stack_hi = lo + STACK_SIZE;
+	return 0;
 }
 
 /* t's thread is about to exit (it may still run on the stack). */

@@ -8,7 +8,7 @@
 
 #include "runtime/thread.h"
 
-void stack_give(struct dt_thread *t) DT_HIDDEN;
+int stack_give(struct dt_thread *t) DT_HIDDEN;   /* 0 or -errno */
 void stack_return(struct dt_thread *t) DT_HIDDEN;
 void stack_set_program(struct dt_thread *t, const stack_t *ss) DT_HIDDEN;
 void stack_arm(struct dt_thread *t) DT_HIDDEN;

@@ -1,8 +1,12 @@
 /* Statistics: live counters in shared memory (REGISTRY_DIR/<pid>, read by
- * `detach ps`) and, with --stats FILE, JSON written once at exit.
+ * `detach ps`) and, with --stats FILE, JSON written once at exit.  The file
+ * is published only while the process holds its byte of the locks file
+ * (claims.c, lib/liveness.h): a reader that finds the byte free knows the
+ * file is a dead process's and removes it.
  * The kernel's own per-thread figures (faults, context switches) are read
  * from /proc when written, never counted by us. */
 #include "runtime/stats.h"
+#include "runtime/claims.h"
 #include "runtime/config.h"
 #include "lib/contract.h"
 #include "lib/syscall_names.h"
@@ -24,8 +28,9 @@ static char registry_path[64];
 
 int registry_open(void)
 {
-	int fd;
-	void *p;
+	struct rlimit fsize;
+	void *p = MAP_FAILED;
+	int fd = -1;
 
 	if (dt_registry) {
 		/* a fork child the `fork` rule detaches (threads.c): the entry
@@ -33,42 +38,43 @@ int registry_open(void)
 		munmap(dt_registry, sizeof(*dt_registry));
 		dt_registry = NULL;
 	}
-	mkdir(REGISTRY_DIR, 01777);
-	chmod(REGISTRY_DIR, 01777);          /* every user's programs publish here */
 	snprintf(registry_path, sizeof(registry_path), "%s/%d", REGISTRY_DIR, (int)dt_cfg.pid);
-	struct rlimit fsize;
-	if (getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur < sizeof(struct dt_registry)) {
+	if (!claims_alive()) {
+		/* a file no lock of ours keeps would be removed as a dead
+		 * one's (claims_open said why) */
+		errno = ENOLCK;
+	} else if (getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur < sizeof(struct dt_registry)) {
 		/* growing the file past the limit would kill the program (SIGXFSZ) */
-		fd = -1;
 		errno = EFBIG;
-	} else {
-		fd = open(registry_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	} else if (!unlink(registry_path) || errno == ENOENT) {
+		/* A file of this pid is a dead process's or this process's before
+		 * its execve: a new one, never the old one truncated under a
+		 * reader that maps it (SIGBUS). */
+		fd = open(registry_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
 	}
-	if (fd < 0 && (errno == EACCES || errno == EPERM || errno == EFBIG)) {
-		/* A program that changed its uid and then called execve (the
-		 * file of its first image is not its own any more), or that runs
-		 * under a small RLIMIT_FSIZE.  The counters go on in private
-		 * memory; the program must not suffer for them. */
-		dt_warn("%s: %s: this image's statistics are not shown by "
-			"'detach ps'", registry_path, strerror(errno));
+	if (fd >= 0 && ftruncate(fd, sizeof(struct dt_registry)) == 0)
+		p = mmap(NULL, sizeof(struct dt_registry), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (fd >= 0) {
+		int err = errno;
+		if (p == MAP_FAILED)
+			unlink(registry_path);
+		close(fd);
+		errno = err;
+	}
+	if (p == MAP_FAILED) {
+		/* Not published: no lock of ours keeps it, a program that
+		 * changed its uid and then called execve (the file of its first
+		 * image is not its own any more), one under a small
+		 * RLIMIT_FSIZE.  The counters go on in private memory; the
+		 * program must not suffer for them. */
+		if (errno != ENOLCK)
+			dt_warn("%s: %s: this image's statistics are not shown by "
+				"'detach ps'", registry_path, strerror(errno));
 		registry_path[0] = '\0';
 		p = mmap(NULL, sizeof(struct dt_registry), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 		if (p == MAP_FAILED)
 			return -errno;
-		goto fill;
 	}
-	if (fd < 0)
-		return -errno;
-	if (ftruncate(fd, sizeof(struct dt_registry)) < 0) {
-		int err = -errno;
-		close(fd);
-		return err;
-	}
-	p = mmap(NULL, sizeof(struct dt_registry), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
-	if (p == MAP_FAILED)
-		return -errno;
-fill:
 	dt_registry = p;
 	dt_registry->pid = dt_cfg.pid;
 	snprintf(dt_registry->mode, sizeof(dt_registry->mode), "%s", dt_cfg.mode);
@@ -77,6 +83,13 @@ fill:
 	read_text_file("/proc/self/comm", dt_registry->comm, sizeof(dt_registry->comm));
 	atomic_store_explicit((_Atomic uint64_t *)&dt_registry->magic, REGISTRY_MAGIC, memory_order_release);
 	return 0;
+}
+
+/* A slot taken for a thread that was not detached after all. */
+void registry_slot_free(struct dt_thread_stats *s)
+{
+	memset((void *)&s->cpu, 0, sizeof(*s) - sizeof(s->tid));
+	atomic_store_explicit((_Atomic int32_t *)&s->tid, 0, memory_order_release);
 }
 
 struct dt_thread_stats *registry_slot(pid_t tid, int cpu)

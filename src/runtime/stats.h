@@ -11,6 +11,7 @@
 extern struct dt_registry *dt_registry DT_HIDDEN;
 int registry_open(void) DT_HIDDEN;
 struct dt_thread_stats *registry_slot(pid_t tid, int cpu) DT_HIDDEN;
+void registry_slot_free(struct dt_thread_stats *s) DT_HIDDEN;
 int kernel_counters_read(pid_t tid, struct kernel_counters *k) DT_HIDDEN;
 void stats_finish(void) DT_HIDDEN;
 extern int dt_exit_code DT_HIDDEN;      /* exit_group's status; -1: not known */

@@ -18,8 +18,6 @@
 #define PR_SYS_DISPATCH_OFF 0
 #define PR_SYS_DISPATCH_ON 1
 #endif
-#define SUD_ALLOW 0
-#define SUD_BLOCK 1
 
 /* What the program asked for SIGSYS: the runtime owns the real handler and
  * keeps the program's wish here (signals.c: do_sigaction). */

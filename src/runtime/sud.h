@@ -8,6 +8,10 @@
 
 #include "runtime/thread.h"
 
+/* A thread's selector byte: its calls run natively, or trap */
+#define SUD_ALLOW 0
+#define SUD_BLOCK 1
+
 /* What the program asked for SIGSYS: the runtime owns the real handler and
  * keeps the program's wish here (signals.c: do_sigaction). */
 extern struct ksigaction dt_app_sigsys DT_HIDDEN;

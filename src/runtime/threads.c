@@ -12,6 +12,7 @@
  */
 #include "runtime/threads.h"
 #include "runtime/select.h"
+#include "runtime/claims.h"
 #include "runtime/config.h"
 #include "runtime/cputime.h"
 #include "runtime/env.h"
@@ -72,17 +73,21 @@ struct dt_thread *thread_find(bool (*want)(const struct dt_thread *t, long key),
 	return found;
 }
 
-/* Raw mmap: this runs in clone children before libc is theirs. */
+/* Raw mmap: this runs in clone children before libc is theirs.  NULL when
+ * memory for it cannot be had. */
 struct dt_thread *thread_alloc(void)
 {
 	struct dt_thread *t = (struct dt_thread *)sys_call6(SYS_mmap, 0, sizeof(*t), PROT_READ | PROT_WRITE,
 							    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 	if ((long)t < 0 && (long)t > -4096)
-		dt_die("cannot map a thread's state: %s", strerror((int)-(long)t));
+		return NULL;
 	t->pending_cpu = -1;
 	t->stats = &t->own_stats;   /* until it is detached and gets a registry slot */
-	stack_give(t);
+	if (stack_give(t)) {
+		sys_call2(SYS_munmap, t, sizeof(*t));
+		return NULL;
+	}
 	lock(&list_lock);
 	t->next = all_threads;
 	all_threads = t;
@@ -105,17 +110,27 @@ void thread_free(struct dt_thread *t)
 }
 
 /* Claims a CPU of -c for a new detached thread: want if free (-1: the next
- * free one).  -1 when none is left. */
-int claim_cpu(int want)
+ * free one), free in this process and system-wide (claims.c: no other
+ * process has a detached thread there).  -EBUSY when none is left; then
+ * *holder (when not NULL) is the pid of another process holding one the
+ * request could have had, or 0.  Raw calls: safe in the trap. */
+int claim_cpu_from(int want, pid_t *holder)
 {
-	int got = -1;
+	int got = -EBUSY;
+	pid_t other;
 
+	if (holder)
+		*holder = 0;
 	lock(&cpu_lock);
 	for (int i = 0; i < CPU_SETSIZE && got < 0; i++) {
-		if (!CPU_ISSET(i, &dt_cfg.cpus) || CPU_ISSET(i, &cpus_taken))
+		if (!CPU_ISSET(i, &dt_cfg.cpus) || CPU_ISSET(i, &cpus_taken) || (want >= 0 && want != i))
 			continue;
-		if (want < 0 || want == i)
-			got = i;
+		if (claims_take(i, &other)) {
+			if (holder && !*holder)
+				*holder = other;
+			continue;
+		}
+		got = i;
 	}
 	if (got >= 0)
 		CPU_SET(got, &cpus_taken);
@@ -123,11 +138,17 @@ int claim_cpu(int want)
 	return got;
 }
 
+int claim_cpu(int want)
+{
+	return claim_cpu_from(want, NULL);
+}
+
 /* A detached thread exits or attaches again: its CPU is free for another. */
 void release_cpu(int cpu)
 {
 	lock(&cpu_lock);
 	CPU_CLR(cpu, &cpus_taken);
+	claims_drop(cpu);
 	unlock(&cpu_lock);
 }
 
@@ -141,7 +162,7 @@ void cpus_claimed(cpu_set_t *out)
 
 /* ---- placing a thread ---------------------------------------------------- */
 
-static void set_policy(pid_t tid)
+static int set_policy(pid_t tid)
 {
 	struct sched_param sp = { 0 };
 	int policy = SCHED_OTHER;
@@ -150,44 +171,63 @@ static void set_policy(pid_t tid)
 		policy = dt_cfg.policy[0] == 'f' ? SCHED_FIFO : SCHED_RR;
 		sp.sched_priority = atoi(dt_cfg.policy + 2);
 	} else if (dt_cfg.keep_policy) {
-		return;         /* the program's own policy, for real (sched.c) */
+		return 0;       /* the program's own policy, for real (sched.c) */
 	}
 	/* SCHED_RESET_ON_FORK: children and new threads start as SCHED_OTHER,
 	 * never as a real-time task that would starve behind its parent. */
-	if (sched_setscheduler(tid, policy | SCHED_RESET_ON_FORK, &sp))
-		dt_die("cannot set policy %s on tid %d: %s", dt_cfg.policy, (int)tid, strerror(errno));
+	if (sched_setscheduler(tid, policy | SCHED_RESET_ON_FORK, &sp)) {
+		int err = -errno;
+		dt_verbose("cannot set policy %s on tid %d: %s", dt_cfg.policy, (int)tid, strerror(errno));
+		return err;
+	}
+	return 0;
 }
 
 /* Into the `detach isolate` partition, when the CPU belongs to one: only
  * then may the thread run there (the program starts among the
  * housekeeping tasks).  Remembers where the program came from. */
-static void enter_partition(struct dt_thread *t)
+static int enter_partition(struct dt_thread *t)
 {
 	struct partition p;
 	const char *home;
 	int err;
 
 	if (partition_find(&p) || !CPU_ISSET(t->cpu, &p.cpus))
-		return;
+		return 0;
 	home = dt_cfg.home_cpuset[0] ? dt_cfg.home_cpuset : "/";
 	snprintf(dt_cfg.home_tasks, sizeof(dt_cfg.home_tasks), "%s%s/%s", p.root,
 		 strcmp(home, "/") ? home : "", p.kind == CG_V2 ? "cgroup.threads" : "tasks");
-	if ((err = partition_add_thread(&p, t->tid)))
-		dt_die("cannot move tid %d into the partition %s: %s", (int)t->tid, p.dir, strerror(-err));
+	if ((err = partition_add_thread(&p, t->tid))) {
+		dt_verbose("cannot move tid %d into the partition %s: %s", (int)t->tid, p.dir, strerror(-err));
+		return err;
+	}
 	dt_verbose("tid %d joined the partition %s", (int)t->tid, p.dir);
+	return 0;
 }
 
-static void place_and_lock(struct dt_thread *t)
+/* 0, or -errno with the thread where it was (CPUs, cpuset, policy). */
+static int place_and_lock(struct dt_thread *t)
 {
 	cpu_set_t one;
+	int err;
 
-	enter_partition(t);
+	if ((err = enter_partition(t)))
+		return err;
 	CPU_ZERO(&one);
 	CPU_SET(t->cpu, &one);
-	if (sched_setaffinity(t->tid, sizeof(one), &one))
-		dt_die("cannot pin tid %d to CPU %d: %s", (int)t->tid, t->cpu, strerror(errno));
-	set_policy(t->tid);
+	if (sched_setaffinity(t->tid, sizeof(one), &one)) {
+		err = -errno;
+		dt_verbose("cannot pin tid %d to CPU %d: %s", (int)t->tid, t->cpu, strerror(errno));
+	} else if ((err = set_policy(t->tid))) {
+		sys_call3(SYS_sched_setaffinity, 0, sizeof(t->app.affinity), &t->app.affinity);
+	}
+	if (err) {
+		placement_home(0);      /* out of the partition again */
+		sys_call3(SYS_sched_setaffinity, 0, sizeof(t->app.affinity), &t->app.affinity);
+		return err;
+	}
 	memlock_thread(t);
+	return 0;
 }
 
 static int arm(struct dt_thread *t)
@@ -195,24 +235,31 @@ static int arm(struct dt_thread *t)
 	int err = sud_arm(t);
 
 	if (err == -EINVAL)
-		dt_die("Syscall User Dispatch is not available (prctl: %s); "
-		       "it needs Linux 5.11 or later built with CONFIG_GENERIC_ENTRY", strerror(-err));
-	if (err)
-		dt_die("cannot arm Syscall User Dispatch: %s", strerror(-err));
-	return 0;
+		dt_warn("Syscall User Dispatch is not available (prctl: %s); "
+			"it needs Linux 5.11 or later built with CONFIG_GENERIC_ENTRY", strerror(-err));
+	else if (err)
+		dt_warn("cannot arm Syscall User Dispatch: %s", strerror(-err));
+	return err;
 }
 
 /* Makes the calling thread a detached thread on cpu (claimed already), from
  * a fresh struct (t NULL) or from a watched one.  Until the trap is armed
  * at the end it may use libc; a watched thread, armed already, lets its
- * own calls through meanwhile (selector ALLOW). */
-struct dt_thread *detach_thread(struct dt_thread *t, int cpu)
+ * own calls through meanwhile (selector ALLOW).  0, or -errno with nothing
+ * half made: the proxy stopped, the slot, memory and CPU claim given back,
+ * the thread as it was (watched again, or ordinary). */
+int detach_thread(struct dt_thread *t, int cpu)
 {
+	struct dt_thread_stats *stats_was;
+	bool fresh = !t, watched = t && t->observed;
 	unsigned node = 0;
 	int err;
 
-	if (!t)
-		t = thread_alloc();
+	if (!t && !(t = thread_alloc())) {
+		release_cpu(cpu);
+		return -ENOMEM;
+	}
+	stats_was = t->stats;
 	/* Set-up runs libc: its calls must run natively, not trap (selector
 	 * ALLOW) nor enter the trampoline's detached path (dt_self NULL). */
 	t->selector = 0;                        /* SYSCALL_DISPATCH_FILTER_ALLOW */
@@ -222,16 +269,22 @@ struct dt_thread *detach_thread(struct dt_thread *t, int cpu)
 	t->tid = (pid_t)syscall(SYS_gettid);
 	t->cpu = cpu;
 	t->stats = registry_slot(t->tid, cpu);
-	if (!t->stats)
-		dt_die("no statistics slot for tid %d", (int)t->tid);
+	if (!t->stats) {
+		dt_verbose("no statistics slot for tid %d (%d detached threads at most)", (int)t->tid, DT_MAX_THREADS);
+		err = -EBUSY;
+		goto undo_slot;
+	}
 	sched_capture(t);               /* what the program sees from now on */
 	/* The proxy first: born where the thread runs now, outside the
 	 * detached CPU, it moves to the housekeeping CPUs at once.  Born after
 	 * the pinning it would wait on the detached CPU, behind a thread that
 	 * never sleeps, for the next scheduler tick. */
-	if ((err = proxy_start(t)))
-		dt_die("cannot start a proxy thread: %s", strerror(-err));
-	place_and_lock(t);
+	if ((err = proxy_start(t))) {
+		dt_verbose("cannot start a proxy thread: %s", strerror(-err));
+		goto undo_proxy;
+	}
+	if ((err = place_and_lock(t)))
+		goto undo_place;
 	syscall(SYS_getcpu, NULL, &node, NULL);
 	t->node = (int)node;
 	t->stats->proxy_tid = t->proxy_tid;
@@ -242,8 +295,29 @@ struct dt_thread *detach_thread(struct dt_thread *t, int cpu)
 	dt_self = t;
 	kernel_counters_read(t->tid, &t->stats->at_detach);
 	t->stats->state = 1;
-	arm(t);                                 /* selector BLOCK from here */
-	return t;
+	if (!(err = arm(t)))                    /* selector BLOCK from here */
+		return 0;
+	dt_self = NULL;
+	t->stats->state = 0;
+	memlock_release(t);
+	placement_home(0);
+	sys_call3(SYS_sched_setaffinity, 0, sizeof(t->app.affinity), &t->app.affinity);
+	sys_call3(SYS_sched_setattr, 0, &t->app.attr, 0);
+undo_place:
+	proxy_stop(t);
+undo_proxy:
+	registry_slot_free(t->stats);
+undo_slot:
+	t->stats = stats_was;
+	release_cpu(cpu);
+	if (fresh) {
+		thread_free(t);
+	} else if (watched) {
+		t->observed = true;
+		dt_self = t;
+		t->selector = SUD_BLOCK;        /* its calls trap again, as before */
+	}
+	return err;
 }
 
 /* dt_attach(): the detached thread becomes ordinary again: its counters
@@ -330,33 +404,48 @@ static void forked_detach(void)
 			dt_cfg.stats_path[at] = '\0';  /* no room: the file of the process it forked from */
 		snprintf(contract + n, sizeof(contract) - (size_t)n, ENV_STATS "=%s\n", dt_cfg.stats_path);
 	}
+	/* its own lock, that it lives (claims.c), before its registry file */
+	claims_open();
 	if ((err = env_adopt(contract, NULL)) || (err = registry_open())) {
 		dt_warn("a forked child (pid %d) runs undetached: %s", (int)dt_cfg.pid, strerror(-err));
 		return;
 	}
 	dt_cfg.active = true;
-	if ((cpu = claim_cpu(-1)) < 0) {
-		dt_warn("a forked child (pid %d) runs undetached: every CPU of -c holds a detached thread",
-			(int)dt_cfg.pid);
+	pid_t holder;
+	if ((cpu = claim_cpu_from(-1, &holder)) < 0) {
+		char who[64] = "";
+		if (holder)
+			snprintf(who, sizeof(who), " (CPU %s: pid %d)",
+				 cpulist_format(&dt_cfg.cpus, (char[256]){ 0 }, 256), (int)holder);
+		dt_warn("a forked child (pid %d) runs undetached: every CPU of -c holds a detached thread%s",
+			(int)dt_cfg.pid, who);
 		return;
 	}
-	detach_thread(NULL, cpu);
+	if ((err = detach_thread(NULL, cpu)))
+		dt_warn("a forked child (pid %d) runs undetached: %s", (int)dt_cfg.pid, strerror(-err));
 }
 
-void start_threads(void)
+/* 0, or -errno (the first thread could not be detached: -EBUSY, every
+ * CPU of -c holds another process's detached thread, that process in
+ * *holder). */
+int start_threads(pid_t *holder)
 {
 	struct dt_thread *t = thread_alloc();
 	int cpu;
 
+	*holder = 0;
+	if (!t)
+		return -ENOMEM;
 	dt_observing = strcmp(dt_cfg.select, "first") != 0;
 	if (select_fork())
 		pthread_atfork(NULL, NULL, forked_detach);
 	if (select_first()) {
-		cpu = claim_cpu(-1);
-		detach_thread(t, cpu);
-		return;
+		if ((cpu = claim_cpu_from(-1, holder)) < 0)
+			return cpu;
+		return detach_thread(t, cpu);
 	}
 	observe_thread(t);
+	return 0;
 }
 
 /* A fork child of the detached thread: an ordinary process from here on.
@@ -371,6 +460,8 @@ void dt_fork_child(const struct sandbox_filter *inherit)
 		sched_carry_forked();
 	dt_self = NULL;
 	dt_cfg.active = false;
+	CPU_ZERO(&cpus_taken);          /* the parent's, as are its locks */
+	claims_fork_child();
 	dt_child_placement(inherit);
 }
 

@@ -9,12 +9,13 @@
 
 #include "runtime/call.h"
 
-void start_threads(void) DT_HIDDEN;
-struct dt_thread *detach_thread(struct dt_thread *t, int cpu) DT_HIDDEN;
+int start_threads(pid_t *holder) DT_HIDDEN;
+int detach_thread(struct dt_thread *t, int cpu) DT_HIDDEN;
 void thread_evicted(struct dt_thread *t) DT_HIDDEN;
 struct dt_thread *thread_alloc(void) DT_HIDDEN;
 void thread_free(struct dt_thread *t) DT_HIDDEN;
 int claim_cpu(int want) DT_HIDDEN;
+int claim_cpu_from(int want, pid_t *holder) DT_HIDDEN;
 void release_cpu(int cpu) DT_HIDDEN;
 void attach_thread(struct dt_thread *t) DT_HIDDEN;
 /* A new child of a detached or watched thread, first thing: inherit, the

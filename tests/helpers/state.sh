@@ -20,13 +20,40 @@ t_state_proxies() {
 	done | sort
 }
 
-# Registry files (one per program under detach run): "pid alive|dead".
+# The locks of the runtimes in the locks file (src/lib/liveness.h), from
+# the kernel's /proc/locks: "cpu N pid P" for a CPU that holds a detached
+# thread of P, "alive P" for a process whose registry file is its own.  The
+# kernel drops them when the process dies: what is listed lives.
+LOCKS_FILE=$REGISTRY_DIR/locks        # src/lib/liveness.h
+LOCK_PID_BASE=1024                    # CPU_SETSIZE
+t_state_locks() {
+	local key dev ino _i kind pid id start end b
+	{ read -r dev ino < <(stat -c '%D %i' "$LOCKS_FILE"); } 2>/dev/null || return 0
+	dev=$((16#$dev))
+	printf -v key '%02x:%02x:%s' $(((dev >> 8) & 0xfff)) $(((dev & 0xff) | ((dev >> 12) & 0xfff00))) "$ino"
+	while read -r _i kind _ _ pid id start end; do
+		[ "$kind" = POSIX ] && [ "$id" = "$key" ] || continue
+		[ "$end" = EOF ] && end=$start
+		if [ "$start" -ge $LOCK_PID_BASE ]; then
+			for ((b = start; b <= end && b < start + 64; b++)); do echo "alive $((b - LOCK_PID_BASE))"; done
+		else
+			for ((b = start; b <= end && b < LOCK_PID_BASE; b++)); do echo "cpu $b pid $pid"; done
+		fi
+	done </proc/locks | sort
+}
+
+# CPU claims held (one line each, "cpu N pid P").
+t_state_claims() { t_state_locks | grep '^cpu ' || true; }
+
+# Registry files of live programs: "pid".  A file whose owner is dead is
+# no program's: every reader removes it (`detach ps`, the runner).
 t_state_registry() {
-	local f p
-	for f in "$REGISTRY_DIR"/*; do
+	local f p live
+	live=" $(t_state_locks | sed -n 's/^alive //p' | tr '\n' ' ') "
+	for f in "$REGISTRY_DIR"/[0-9]*; do
 		[ -e "$f" ] || continue
 		p=${f##*/}
-		if [ -d "/proc/$p" ]; then echo "$p alive"; else echo "$p dead"; fi
+		case $live in *" $p "*) echo "$p" ;; esac
 	done | sort
 }
 

@@ -20,6 +20,7 @@
 
 #include "lib/contract.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -59,11 +60,13 @@ pid_t lock_holder(int fd, off_t at);
  * (stale: the program was killed before it could), or 0 when it cannot. */
 int registry_live(int fd, pid_t pid);
 
-/* A process that exists and is not a zombie (a zombie has released its
- * files and locks and runs nothing): the state in /proc/PID/stat, else (no
- * /proc) the kernel's kill 0.  The one "is this pid alive" of the tree;
- * inline, for libdetach-rtl.a too, which links no src/lib. */
-static inline bool liveness_stat_alive(const char *stat_path, pid_t pid)
+/* A process that exists and is not a zombie: a zombie has released its
+ * files and locks and runs nothing.  A leader that exited shows Z while its
+ * other threads still run (they hold the files, and the locks): alive while
+ * one of them is not a zombie.  From /proc/PID/stat, else (no /proc) the
+ * kernel's kill 0.  The one "is this pid alive" of the tree; inline, for
+ * libdetach-rtl.a too, which links no src/lib. */
+static inline int liveness_stat_state(const char *stat_path)
 {
 	char buf[512], *p;
 	int fd = open(stat_path, O_RDONLY | O_CLOEXEC);
@@ -71,23 +74,43 @@ static inline bool liveness_stat_alive(const char *stat_path, pid_t pid)
 
 	if (fd >= 0)
 		close(fd);
-	if (n < 0)      /* gone; or no /proc here (hidepid, a chroot): ask the kernel */
-		return access("/proc/self/stat", F_OK) == 0 ? false : kill(pid, 0) == 0 || errno == EPERM;
+	if (n < 0)
+		return 0;
 	buf[n] = '\0';
 	/* "pid (comm) S ...": comm may hold ')' itself */
-	if (!(p = strrchr(buf, ')')) || p[1] != ' ')
-		return false;
-	return p[2] != 'Z' && p[2] != 'X' && p[2] != 'x';
+	return (p = strrchr(buf, ')')) && p[1] == ' ' ? p[2] : '?';
+}
+
+static inline bool liveness_running(int state)
+{
+	return state && state != 'Z' && state != 'X' && state != 'x';
 }
 
 static inline bool pid_alive(pid_t pid)
 {
-	char path[64];
+	char path[96];
+	int state;
 
 	if (pid <= 0)
 		return false;
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	return liveness_stat_alive(path, pid);
+	if (!(state = liveness_stat_state(path)))       /* gone; or no /proc (hidepid, a chroot) */
+		return access("/proc/self/stat", F_OK) == 0 ? false : kill(pid, 0) == 0 || errno == EPERM;
+	if (liveness_running(state))
+		return true;
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	struct dirent *e;
+	bool any = false;
+	while (d && !any && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%.20s/stat", (int)pid, e->d_name);
+		any = liveness_running(liveness_stat_state(path));
+	}
+	if (d)
+		closedir(d);
+	return any;
 }
 
 /* The same for one thread of pid. */
@@ -98,8 +121,9 @@ static inline bool task_alive(pid_t pid, pid_t tid)
 	if (pid <= 0 || tid <= 0)
 		return false;
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-	return liveness_stat_alive(path, pid);
+	return liveness_running(liveness_stat_state(path));
 }
+
 /* Every CPU of cpus holds a detached thread of a process other than self
  * (`detach run` and `detach pid` refuse then): true, with the first such
  * CPU and its holder. */

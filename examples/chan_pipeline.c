@@ -90,10 +90,10 @@ static int logger(void)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	for (;;) {
 		n = dt_chan_get(c, &s, sizeof(s), dt_now_ns() + 1000000000ull);
-		if (n == -EPIPE && got)
-			break;                 /* the loop is over */
+		/* before the loop starts a get waits for it; -EPIPE: it had
+		 * started and is over */
 		if (n == -EPIPE)
-			usleep(1000);          /* no loop yet */
+			break;
 		if (n != sizeof(s))
 			continue;
 		if (!got++)

@@ -83,9 +83,12 @@ int  dt_chan_open(const char *name, int flags, size_t bytes, struct dt_chan **ou
  * written); -EMSGSIZE larger than the ring can hold; -EBADMSG corrupt. */
 int  dt_chan_put(struct dt_chan *c, const void *msg, size_t len);
 /* The message's length (stream: the bytes copied); deadline 0: do not wait
- * (-EAGAIN); else wait until dt_now_ns() >= deadline (-ETIMEDOUT).  -EPIPE:
- * empty and no live producer; -EMSGSIZE: the message is longer than len (it
- * stays); -EBADMSG: corrupt (the unreadable rest is skipped). */
+ * (-EAGAIN); else wait until dt_now_ns() >= deadline (-ETIMEDOUT), for a
+ * message and, before there is one, for a producer, as a FIFO's reader
+ * waits for its writer.  -EPIPE: empty, and the producer this handle had
+ * (one it saw open, or whose message it got) is gone, until another opens;
+ * -EMSGSIZE: the message is longer than len (it stays); -EBADMSG: corrupt
+ * (the unreadable rest is skipped). */
 long dt_chan_get(struct dt_chan *c, void *buf, size_t len, uint64_t deadline_ns);
 /* Linux side: readable in poll/epoll while a message waits. */
 int  dt_chan_fd(struct dt_chan *c);

@@ -44,6 +44,7 @@ struct dt_chan {
 	uint64_t head_seen;             /* producer: the consumer's head when last read */
 	uint64_t tail_seen;             /* consumer: the producer's tail when last read */
 	uint32_t idle;                  /* consumer: empty looks since the last message */
+	bool had_producer;              /* consumer: one was seen open, or put what we got */
 	struct dt_chan_stats st;
 };
 
@@ -197,6 +198,12 @@ DT_API int dt_chan_open(const char *name, int flags, size_t bytes, struct dt_cha
 		goto fail;
 	}
 	if (!c->producer) {
+		/* a producer that died before we came is none we had: its word
+		 * goes (as the watchers clear it), so that a get waits for the
+		 * next one instead of taking it for one that just left */
+		uint64_t p = load_acquire(&c->sh->producer);
+		if (p && !ipc_role_alive(p))
+			__atomic_compare_exchange_n(&c->sh->producer, &p, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 		/* the waiters of a consumer that died are gone */
 		store_relaxed(&c->sh->wake_wanted, 0);
 		ipc_drain(c->o.wake_fd);
@@ -357,12 +364,16 @@ static long wait_more(struct dt_chan *c, uint64_t deadline)
 	/* the tail: now and then, and before sleeping on it */
 	if (!c->stream && (!(++c->idle % CHAN_TAIL_AFTER) || sleeps) && (r = tail_check(c)))
 		return r < 0 ? r : 0;
-	if (!load_acquire(&c->sh->producer)) {
+	if (load_acquire(&c->sh->producer)) {
+		c->had_producer = true;
+	} else if (c->had_producer) {
 		/* what a dead producer published is still ours to read */
 		if (!c->stream && (r = tail_check(c)))
 			return r < 0 ? r : 0;
 		return -EPIPE;
 	}
+	/* else none yet: we wait for one as for its messages, as a FIFO's
+	 * reader waits for its writer */
 	if (!deadline) {
 		settle_fd(c);
 		return -EAGAIN;
@@ -414,6 +425,7 @@ DT_API long dt_chan_get(struct dt_chan *c, void *buf, size_t len, uint64_t deadl
 			return ret;
 	}
 	c->idle = 0;
+	c->had_producer = true;         /* a producer put it, even one that came and went unseen */
 	if (c->stream) {
 		size = used < len ? used : len;
 		copy_out(c, h, buf, size);

@@ -221,9 +221,15 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)tests/run.sh
 
-# CPython's signal and posix test suites, natively and detached (CI runs it).
+# CPython's signal and posix test suites, natively and detached (CI runs it);
+# LTP's system call tests: a fixed subset (tests/compat/ltp-subset.txt), all
+# of them with compat-full.  A suite that is absent is skipped (exit 77).
 compat: deps all
 	$(Q)DETACH_BIN=$(CURDIR)/$(CLI) tests/compat/cpython.sh
+	$(Q)DETACH_BIN=$(CURDIR)/$(CLI) tests/compat/ltp.sh || [ $$? -eq 77 ]
+
+compat-full: deps all
+	$(Q)DETACH_BIN=$(CURDIR)/$(CLI) tests/compat/ltp.sh --full || [ $$? -eq 77 ]
 
 # The tests of the command, run with the SANITIZE=1 build of it (the runtime
 # and the test programs are the usual ones).
@@ -258,6 +264,6 @@ deb:
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: all deps test compat check-asan bench programs install uninstall deb clean
+.PHONY: all deps test compat compat-full check-asan bench programs install uninstall deb clean
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

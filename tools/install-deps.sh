@@ -36,13 +36,18 @@ need=(
 	node:nodejs
 	valgrind:valgrind
 	perf:linux-perf
+	autoconf:autoconf
+	automake:automake
+	mkfs.ext4:e2fsprogs
+	losetup:mount
 )
 missing=()
 for pair in "${need[@]}"; do
 	command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
 done
 dpkg -s python3-venv >/dev/null 2>&1 || missing+=(python3-venv)
-# make compat: CPython's own test suite
+# make compat: CPython's own test suite; LTP's is built from ../shared/ltp
+# (autoconf, automake; mkfs.ext4 and losetup for its tests of devices: above)
 dpkg -s libpython3.11-testsuite >/dev/null 2>&1 || missing+=(libpython3.11-testsuite)
 dpkg -s libsimgrid-dev >/dev/null 2>&1 || missing+=(libsimgrid-dev)   # detach scale
 # src/lib/trace.c reads the kernel's trace through these libraries.

@@ -15,7 +15,8 @@ t_check "unknown configuration" 2 "$DETACH" bench --config linux,nosuch
 t_check "bad --samples" 2 "$DETACH" bench --samples 0
 t_check "--help" 0 "$DETACH" bench --help
 "$DETACH" bench --load nosuch 2>"$tmp/err" >/dev/null
-[ "$(grep -c '^detach bench:' "$tmp/err")" -eq 1 ] || t_fail "bad input: expected one error line, got: $(cat "$tmp/err")"
+[ "$(grep -c '^detach: error: unknown load' "$tmp/err")" -eq 1 ] && grep -q '^NOTE: choose from' "$tmp/err" &&
+	[ "$(wc -l <"$tmp/err")" -eq 2 ] || t_fail "bad input: expected one error line and a NOTE, got: $(cat "$tmp/err")"
 
 rt_before=$(cat /proc/sys/kernel/sched_rt_runtime_us)
 state_before=$([ -e /run/detach/isolate.state ] && echo yes || echo no)

@@ -59,8 +59,10 @@ done
 for pkg in libfuse3-dev fuse3; do
 	dpkg -s $pkg >/dev/null 2>&1 || missing+=($pkg)
 done
-# tests: JSON outputs against docs/schema, bash completion loads
-for pkg in python3-jsonschema bash-completion; do
+# tests: JSON outputs against docs/schema, bash completion loads; psutil:
+# the Python tools' one dependency, for the installed tree (docs/install.md),
+# which runs the system's python3
+for pkg in python3-jsonschema bash-completion python3-psutil; do
 	dpkg -s $pkg >/dev/null 2>&1 || missing+=($pkg)
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -78,15 +80,15 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # The Python side (bench orchestration, tables, plots) lives in a venv under
-# build/: the packages of tools/requirements.txt and tools/detach_tools itself,
-# editable (the venv runs this tree's code; its console scripts detach-bench,
-# detach-latency, detach-fwdcost land in build/venv/bin).
+# build/: tools/detach_tools installed editable with its extras, plots
+# (matplotlib) and dev (mypy, for tests/python_types.sh) (the venv runs this
+# tree's code; its console scripts detach-bench, detach-latency, ... land in
+# build/venv/bin).
 venv=build/venv
-venv_stamp() { cat tools/requirements.txt tools/pyproject.toml; }
+venv_stamp() { cat tools/pyproject.toml; }
 if [ ! -x $venv/bin/python ] || ! venv_stamp | cmp -s - $venv/installed.stamp; then
 	echo "install-deps: python venv in $venv"
 	/usr/bin/python3 -m venv $venv
-	$venv/bin/pip install -q --disable-pip-version-check -r tools/requirements.txt
-	$venv/bin/pip install -q --disable-pip-version-check -e tools
+	$venv/bin/pip install -q --disable-pip-version-check -e 'tools[plots,dev]'
 	venv_stamp > $venv/installed.stamp
 fi

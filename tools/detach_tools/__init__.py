@@ -1,11 +1,13 @@
 """detach's Python tools: the benchmark orchestration behind `detach bench`
-(detach_tools.bench), the rt-tests latency comparison (detach_tools.latency)
-and the forwarding-cost comparison (detach_tools.fwdcost).
+(detach_tools.bench), the noise model behind `detach scale`
+(detach_tools.scale), the rt-tests latency comparison (detach_tools.latency)
+and the cost comparisons of forwarded calls and of spawning
+(detach_tools.fwdcost, detach_tools.spawncost).
 
-    python3 -m detach_tools {bench,latency,fwdcost} [OPTIONS]
+    python3 -m detach_tools {bench,scale,latency,fwdcost,spawncost} [OPTIONS]
 
-or the console scripts detach-bench, detach-latency, detach-fwdcost that
-tools/pyproject.toml declares.  The measurement programs are C and write
+or the console scripts detach-bench, detach-scale, detach-latency,
+detach-fwdcost and detach-spawncost that tools/pyproject.toml declares.  The measurement programs are C and write
 JSON; these tools run them, interleave configurations and lay numbers out.
 """
 

@@ -1,5 +1,10 @@
 """python3 -m detach_tools TOOL [OPTIONS]: runs one of the tools."""
+from __future__ import annotations
+
 import sys
+from collections.abc import Callable
+
+from .errors import EXIT_USAGE, error
 
 USAGE = ("usage: python3 -m detach_tools {bench,scale,latency,fwdcost,spawncost} [OPTIONS]\n"
          "  bench     the paper's evaluation (what `detach bench` runs)\n"
@@ -9,12 +14,13 @@ USAGE = ("usage: python3 -m detach_tools {bench,scale,latency,fwdcost,spawncost}
          "  spawncost cost of fork, pthread_create and start-up, native vs detached\n")
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):
         sys.stdout.write(USAGE)
-        return 0 if argv else 2
+        return 0 if argv else EXIT_USAGE
     tool, rest = argv[0], argv[1:]
+    run: Callable[[list[str]], int]
     if tool == "bench":
         from .bench.cli import main as run
     elif tool == "scale":
@@ -26,9 +32,8 @@ def main(argv=None):
     elif tool == "spawncost":
         from .spawncost import main as run
     else:
-        sys.stderr.write(f"detach_tools: error: unknown tool '{tool}'\n"
-                         "NOTE: choose bench, scale, latency, fwdcost or spawncost\n")
-        return 2
+        error(f"unknown tool '{tool}'", "choose bench, scale, latency, fwdcost or spawncost")
+        return EXIT_USAGE
     return run(rest)
 
 

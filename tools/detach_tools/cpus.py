@@ -1,15 +1,23 @@
-"""CPU lists as the kernel writes them ("0-3,8"), for every tool."""
+"""CPU lists as the kernel writes them ("0-3,8"): the one parser of the
+Python side (tools and tests; the C side's is src/lib/cpulist.c)."""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from .errors import ToolError
 
 
-def parse_cpulist(s):
-    cpus = set()
+def parse_cpulist(s: str) -> set[int]:
+    """The CPUs of a list; ValueError when it is malformed."""
+    cpus: set[int] = set()
     s = s.strip()
     if not s:
         return cpus
     for part in s.split(","):
         if "-" in part:
-            a, b = part.split("-", 1)
-            a, b = int(a), int(b)
+            lo, hi = part.split("-", 1)
+            a, b = int(lo), int(hi)
             if b < a:
                 raise ValueError(f"bad CPU range '{part}'")
             cpus.update(range(a, b + 1))
@@ -18,9 +26,11 @@ def parse_cpulist(s):
     return cpus
 
 
-def format_cpulist(cpus):
-    cpus = sorted(cpus)
-    out, i = [], 0
+def format_cpulist(cpu_set: Iterable[int]) -> str:
+    """The shortest list of cpu_set: ranges where CPUs follow each other."""
+    cpus = sorted(cpu_set)
+    out: list[str] = []
+    i = 0
     while i < len(cpus):
         j = i
         while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1:
@@ -30,6 +40,12 @@ def format_cpulist(cpus):
     return ",".join(out)
 
 
-def online_cpus():
+def need_two(tool: str) -> None:
+    """ToolError unless this machine has a CPU to measure and another."""
+    if (os.cpu_count() or 1) < 2:
+        raise ToolError(f"{tool} needs 2 CPUs", "run it on a machine with two CPUs or more")
+
+
+def online_cpus() -> set[int]:
     with open("/sys/devices/system/cpu/online") as f:
         return parse_cpulist(f.read())

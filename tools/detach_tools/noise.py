@@ -13,19 +13,24 @@ counted from the deadline (early wake-ups are not noise).  fwq-mpi: the
 measured rank's quanta, as fwq.  Only detours above the threshold are kept
 (default 1 us: below it the quantum's own jitter, cache and frequency,
 dominates)."""
+from __future__ import annotations
+
 import bisect
 import random
+from collections.abc import Sequence
 
 THRESHOLD_NS = 1000
 
 
-def fwq_detours(samples, tsc_hz, threshold_ns=THRESHOLD_NS):
+def fwq_detours(samples: Sequence[int], tsc_hz: float,
+                threshold_ns: float = THRESHOLD_NS) -> tuple[list[tuple[int, int]], int]:
     """([(start_ns, duration_ns)], span_ns) from FWQ quanta in TSC cycles."""
     if not samples:
         return [], 0
     base = min(samples)
     ns = 1e9 / tsc_hz
-    t, out = 0.0, []
+    t = 0.0
+    out: list[tuple[int, int]] = []
     for s in samples:
         d = (s - base) * ns
         if d > threshold_ns:
@@ -34,10 +39,12 @@ def fwq_detours(samples, tsc_hz, threshold_ns=THRESHOLD_NS):
     return out, round(t)
 
 
-def ctlloop_detours(samples, period_cycles, tsc_hz, threshold_ns=THRESHOLD_NS):
+def ctlloop_detours(samples: Sequence[int], period_cycles: int, tsc_hz: float,
+                    threshold_ns: float = THRESHOLD_NS) -> tuple[list[tuple[int, int]], int]:
     """The same from control-loop wake-up deltas (cycles) and the period."""
     ns = 1e9 / tsc_hz
-    late, out = 0.0, []
+    late = 0.0
+    out: list[tuple[int, int]] = []
     for i, s in enumerate(samples):
         late += (s - period_cycles) * ns          # lateness of wake-up i+1
         deadline = (i + 1) * period_cycles * ns
@@ -46,7 +53,7 @@ def ctlloop_detours(samples, period_cycles, tsc_hz, threshold_ns=THRESHOLD_NS):
     return out, round(len(samples) * period_cycles * ns)
 
 
-def write(path, detours, span_ns, comment):
+def write(path: str, detours: Sequence[tuple[int, int]], span_ns: int, comment: str) -> None:
     with open(path, "w") as f:
         f.write(f"# detach noise trace, LogGOPSim format: <start_ns>\\t<duration_ns>; {comment}\n")
         f.write(f"# {len(detours)} detours in {span_ns} ns; the last line (zero length) marks the end\n")
@@ -55,9 +62,10 @@ def write(path, detours, span_ns, comment):
         f.write(f"{span_ns}\t0\n")
 
 
-def read(path):
+def read(path: str) -> tuple[list[tuple[float, float]], float]:
     """([(start_ns, duration_ns)] with duration > 0, span_ns)."""
-    det, span = [], 0
+    det: list[tuple[float, float]] = []
+    span = 0.0
     with open(path) as f:
         for n, line in enumerate(f, 1):
             line = line.strip()
@@ -77,7 +85,8 @@ def read(path):
     return det, span
 
 
-def window_noise(detours, span_ns, interval_ns, samples=20000, seed=1):
+def window_noise(detours: Sequence[tuple[float, float]], span_ns: float, interval_ns: float,
+                 samples: int = 20000, seed: int = 1) -> list[float]:
     """Noise a rank sees in one compute interval: the detour time that falls
     into a window of interval_ns at a random offset into the (repeating)
     trace, the window stretched by it as a CPU would be.  A sorted list."""
@@ -106,7 +115,7 @@ def window_noise(detours, span_ns, interval_ns, samples=20000, seed=1):
     return out
 
 
-def expected_max(sorted_noise, n):
+def expected_max(sorted_noise: Sequence[float], n: int) -> float:
     """E[max of n independent draws] from an empirical sample:
     integral of 1 - F(x)^n over x, F the empirical CDF."""
     m = len(sorted_noise)
@@ -118,7 +127,8 @@ def expected_max(sorted_noise, n):
     return total
 
 
-def rare_detour_slowdown(p, d_ns, interval_ns, n, collective_ns=0.0):
+def rare_detour_slowdown(p: float, d_ns: float, interval_ns: float, n: int,
+                         collective_ns: float = 0.0) -> float:
     """Closed form for rare long detours: each rank is hit in an interval
     with probability p for d; an iteration takes interval + collective, plus
     d when any of the n ranks was hit: E = 1 - (1 - p)^n."""

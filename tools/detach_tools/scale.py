@@ -6,6 +6,8 @@ For every rank count the job is simulated on SimGrid by build/scale_sim
 same iterations; slowdown = noisy / noiseless job time.  Beside it the
 closed form of independent per-rank noise (noise.expected_max), which is
 also what stands where SimGrid is not run (above --max-sim-ranks)."""
+from __future__ import annotations
+
 import argparse
 import json
 import math
@@ -13,8 +15,11 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
-from . import noise, paths
+from . import noise, paths, plots
+from .errors import ArgumentParser, ToolError, report, warn
+from .files import JsonObj
 
 # LogGP defaults (docs/scale.md): L and G from Sandia/Cray Red Storm
 # (Brightwell et al., "Portals 3.3 on the Sandia/Cray Red Storm System",
@@ -24,13 +29,7 @@ from . import noise, paths
 LOGGP = {"L": 5000.0, "o": 1500.0, "g": 1000.0, "G": 1 / 1.5}   # ns, ns per byte
 
 
-class ScaleError(Exception):
-    def __init__(self, msg, note=None):
-        super().__init__(msg)
-        self.note = note
-
-
-def parse_ns(s):
+def parse_ns(s: str) -> float:
     units = (("ns", 1.0), ("us", 1e3), ("ms", 1e6), ("s", 1e9))
     for u, f in units:
         if s.endswith(u):
@@ -44,7 +43,7 @@ def parse_ns(s):
     raise argparse.ArgumentTypeError(f"not a duration: '{s}' (like 1ms, 500us, 5000ns)")
 
 
-def parse_ranks(s):
+def parse_ranks(s: str) -> list[int]:
     try:
         out = [int(float(x)) for x in s.split(",") if x]
     except ValueError:
@@ -54,13 +53,13 @@ def parse_ranks(s):
     return out
 
 
-def auto_iterations(n):
+def auto_iterations(n: int) -> int:
     """Iterations per rank count: about 3e5 rank-iterations (SimGrid's cost
     grows faster than the ranks), at least 3, at most 200."""
     return max(3, min(200, int(3e5 / n)))
 
 
-def collective_ns(n, collective, p, nbytes):
+def collective_ns(n: int, collective: str, p: dict[str, float], nbytes: int) -> float:
     """LogGP cost of the binomial collective without noise, for the closed
     form where SimGrid did not run: each tree level costs o + L + kG + o."""
     depth = math.ceil(math.log2(n)) if n > 1 else 0
@@ -69,7 +68,8 @@ def collective_ns(n, collective, p, nbytes):
     return depth * hop * (1 if collective == "bcast" else 2)
 
 
-def simulate(sim, n, iterations, a, trace=None, seed=1):
+def simulate(sim: str, n: int, iterations: int, a: argparse.Namespace, trace: str | None = None,
+             seed: int = 1) -> JsonObj:
     cmd = [sim, "--ranks", str(n), "--iterations", str(iterations), "--interval-ns", f"{a.interval:.0f}",
            "--collective", a.collective, "--seed", str(seed), "--L-ns", str(a.L), "--o-ns", str(a.o),
            "--g-ns", str(a.g), "--G-ns-per-byte", str(a.G), "--bytes", str(a.bytes)]
@@ -80,27 +80,32 @@ def simulate(sim, n, iterations, a, trace=None, seed=1):
     t = time.monotonic()
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if r.returncode:
-        raise ScaleError(f"scale_sim failed for {n} ranks (exit {r.returncode}): "
+        raise ToolError(f"scale_sim failed for {n} ranks (exit {r.returncode}): "
                          f"{(r.stderr or r.stdout).strip()[-300:]}",
                          "a rank count too large for this machine's memory? lower --max-sim-ranks")
-    out = json.loads(r.stdout.strip().splitlines()[-1])
+    out: JsonObj = json.loads(r.stdout.strip().splitlines()[-1])
     out["wall_s"] = round(time.monotonic() - t, 2)
     return out
 
 
-def run(a, log=lambda m: print(m, file=sys.stderr, flush=True)):
+def _log(m: str) -> None:
+    print(m, file=sys.stderr, flush=True)
+
+
+def run(a: argparse.Namespace, log: Callable[[str], None] = _log) -> list[JsonObj]:
     """[{trace, ranks, slowdown, ...}] for every trace and rank count."""
     sim = os.environ.get("DETACH_SCALE_SIM") or os.path.join(paths.source_root() or ".", "build", "scale_sim")
     if not os.access(sim, os.X_OK):
-        raise ScaleError(f"{sim} is missing", "install libsimgrid-dev and run make (make deps does both)")
+        raise ToolError(f"{sim} is missing", "install libsimgrid-dev and run make (make deps does both)")
     traces = {}
     for t in a.trace:
         try:
             traces[t] = noise.read(t)
         except (OSError, ValueError) as e:
-            raise ScaleError(f"cannot read trace {t}: {e}")
+            raise ToolError(f"cannot read trace {t}: {e}")
     p = {"L": a.L, "o": a.o, "g": a.g, "G": a.G}
-    results, base = [], {}
+    results: list[JsonObj] = []
+    base: dict[int, JsonObj] = {}
     for n in a.ranks:
         it = a.iterations or auto_iterations(n)
         simulated = n <= a.max_sim_ranks
@@ -111,7 +116,7 @@ def run(a, log=lambda m: print(m, file=sys.stderr, flush=True)):
             c = (base[n]["iteration_ns"] - a.interval) if simulated else collective_ns(n, a.collective, p, a.bytes)
             wn = noise.window_noise(det, span, a.interval, seed=a.seed)
             cf = (a.interval + c + noise.expected_max(wn, n)) / (a.interval + c)
-            row = {"trace": t, "ranks": n, "collective": a.collective, "interval_ns": a.interval,
+            row: JsonObj = {"trace": t, "ranks": n, "collective": a.collective, "interval_ns": a.interval,
                    "cosched": a.cosched, "closed_form": round(cf, 6), "collective_ns": round(c, 1)}
             if simulated:
                 log(f"scale: {n} ranks, {it} iterations: {t}")
@@ -127,7 +132,7 @@ def run(a, log=lambda m: print(m, file=sys.stderr, flush=True)):
     return results
 
 
-def table(results):
+def table(results: list[JsonObj]) -> str:
     L = ["| trace | ranks | slowdown | method | closed form | iterations | SimGrid time |",
          "|---|---|---|---|---|---|---|"]
     for r in results:
@@ -137,9 +142,9 @@ def table(results):
     return "\n".join(L)
 
 
-def plot(results, path):
-    import matplotlib
-    matplotlib.use("Agg")
+def plot(results: list[JsonObj], path: str) -> None:
+    """Slowdown against ranks; plots.PlotsMissing without matplotlib."""
+    plots.require()
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(6.5, 4), dpi=90)
     for t in dict.fromkeys(r["trace"] for r in results):
@@ -159,7 +164,7 @@ def plot(results, path):
     plt.close(fig)
 
 
-def add_model_args(p):
+def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ranks", type=parse_ranks, default=parse_ranks("1e3,1e4,1e5,1e6"),
                    help="rank counts (default 1e3,1e4,1e5,1e6)")
     p.add_argument("--collective", choices=("allreduce", "barrier", "bcast"), default="allreduce")
@@ -177,8 +182,8 @@ def add_model_args(p):
     p.add_argument("--bytes", type=int, default=8, help="bytes per message (allreduce, bcast; default 8)")
 
 
-def main(argv):
-    p = argparse.ArgumentParser(prog="detach scale", description=(
+def main(argv: list[str] | None = None) -> int:
+    p = ArgumentParser(prog="detach scale", description=(
         "Predicts the slowdown a noise trace (LogGOPSim format, as detach bench writes them) "
         "costs a bulk-synchronous MPI job of many ranks: SimGrid simulation against a "
         "noiseless run, beside the closed form of independent noise (docs/scale.md)."))
@@ -192,11 +197,8 @@ def main(argv):
         return 2 if e.code else 0
     try:
         res = run(a)
-    except ScaleError as e:
-        print(f"detach: error: {e}", file=sys.stderr)
-        if e.note:
-            print(f"NOTE: {e.note}", file=sys.stderr)
-        return 1
+    except ToolError as e:
+        return report(e)
     print(table(res))
     if a.json:
         with open(a.json, "w") as f:
@@ -205,6 +207,8 @@ def main(argv):
     if png:
         try:
             plot(res, png)
-        except ImportError as e:
-            print(f"detach: warning: no plot: {e} (run 'make deps')", file=sys.stderr)
+        except plots.PlotsMissing as e:
+            if a.png:                  # asked for: an error, after the table and the JSON
+                return report(e)
+            warn(str(e), e.note)
     return 0

@@ -1,18 +1,22 @@
 """detach bench --program chan: message cost between a detached thread and
 Linux (docs/ipc.md).  bench/chan.c measures everything, interleaving its
 configurations in every round; this module runs it, keeps its JSON and
-writes chan.md with the issue's targets beside the figures."""
-import json
+writes chan.md with the project's targets beside the figures."""
+from __future__ import annotations
+
+import argparse
 import os
 import subprocess
 
 from .. import paths
-from .util import BenchError, measurement_program, publish_summary
+from ..errors import ToolError
+from ..files import JsonObj, load_json
+from .util import measurement_program, publish_summary
 
 DIRS = ("detached_to_linux", "linux_to_detached", "round_trip")
 
 
-def command(a, out_json):
+def command(a: argparse.Namespace, out_json: str) -> list[str]:
     cmd = [paths.program("chan"), "-j", out_json,
            "-r", str(a.repeat_chan), "-s", str(a.samples or (5000 if a.quick else 20000))]
     if a.quick:
@@ -24,7 +28,7 @@ def command(a, out_json):
     return cmd
 
 
-def summary(doc):
+def summary(doc: JsonObj) -> str:
     lat, tput = doc["latency_ns"], doc["throughput_msgs_per_s"]
     lines = [f"# detach bench --program chan",
              "",
@@ -55,7 +59,7 @@ def summary(doc):
         if "p50_over_floor" in rt:
             lines.append(f"| {cfg} | {rt['p50_over_floor']:.2f} | {rt['p99_over_floor']:.2f} "
                          f"| {rt['p99.9_over_floor']:.2f} |")
-    lines += ["", "Targets of issue 15:",
+    lines += ["", "Targets:",
               f"- detached put to a polling consumer's get within 1.5x of a bare cache-line round trip: "
               f"chan-poll round trip p50 {poll:,} ns = {poll / floor:.2f}x the cache line's {floor:,} ns "
               f"({'met' if poll <= 1.5 * floor else 'not met'})",
@@ -64,14 +68,13 @@ def summary(doc):
     return "\n".join(lines)
 
 
-def run(a):
+def run(a: argparse.Namespace) -> int:
     prog = measurement_program("chan")
     os.makedirs(a.out, exist_ok=True)
     out_json = os.path.join(a.out, "chan.json")
     rc = subprocess.run(command(a, out_json)).returncode
     if rc != 0:
-        raise BenchError(f"{prog} failed (exit {rc})")
-    with open(out_json) as f:
-        doc = json.load(f)
+        raise ToolError(f"{prog} failed (exit {rc})")
+    doc = load_json(out_json)
     publish_summary(a.out, "chan", summary(doc), not a.no_print)
     return 0

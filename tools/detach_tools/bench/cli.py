@@ -1,31 +1,37 @@
 """detach bench: reproduce the paper's evaluation (FWQ and the control loop
 under idle, build and I/O load) on this machine.  Run through `detach bench`
 or `make bench`; see docs/bench.md."""
+from __future__ import annotations
+
 import argparse
 import json
 import os
 import signal
 import sys
 import time
+from collections.abc import Sequence
+from types import FrameType
 
 from . import loads as L
 from . import report, run
-from .util import BenchError, err, online_cpus, parse_cpulist
 from .. import paths, scale
+from ..cpus import online_cpus, parse_cpulist
+from ..errors import EXIT_USAGE, ArgumentParser, ToolError, error
+from ..files import JsonObj, load_json
 
 
-def pick(kind, s, valid):
+def pick(kind: str, s: str, valid: Sequence[str]) -> list[str]:
     items = [x.strip() for x in s.split(",") if x.strip()]
     if "all" in items:
         return list(valid)
     bad = [x for x in items if x not in valid]
     if bad or not items:
-        raise BenchError(f"unknown {kind} '{','.join(bad) or s}'",
-                         f"choose from {', '.join(valid)} (comma-separated) or all")
+        raise ToolError(f"unknown {kind} '{','.join(bad) or s}'",
+                        f"choose from {', '.join(valid)} (comma-separated) or all", EXIT_USAGE)
     return [x for x in valid if x in items]   # canonical order
 
 
-def positive(s):
+def positive(s: str) -> int:
     try:
         v = int(s.replace("k", "000"))
         if v <= 0:
@@ -35,8 +41,8 @@ def positive(s):
         raise argparse.ArgumentTypeError(f"not a positive number: '{s}'")
 
 
-def parse(argv):
-    p = argparse.ArgumentParser(
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = ArgumentParser(
         prog="detach bench",
         description="Runs fwq, ctlloop and fwq-mpi under idle, build and io load in the configurations "
                     "linux, linux-fifo, linux-fifo-isolated, detached and floor; writes "
@@ -48,7 +54,7 @@ def parse(argv):
                    help="fwq,ctlloop,fwq-mpi (default all; fwq-mpi: 2 MPI ranks, docs/mpi.md), or chan alone: channels between a detached "
                         "thread and Linux against a pipe, an eventfd and a cache line (docs/ipc.md), or evlat alone: "
                         "event-response latency of detached, RT-task, executive and Linux receivers under cache "
-                        "flooding and syscall load (seed 003, docs/rtl.md)")
+                        "flooding and syscall load (the L4RTL paper's experiment, docs/rtl.md)")
     p.add_argument("--samples", type=positive, help="samples per cell for both programs "
                    "(default 10000; --quick: fwq 300, ctlloop 1000)")
     p.add_argument("--repeat", type=positive, help="repetitions (default 2; --quick: 1)")
@@ -101,27 +107,28 @@ def parse(argv):
             if int(a.rt_runtime) < -1:
                 raise ValueError
         except ValueError:
-            raise BenchError(f"bad --rt-runtime '{a.rt_runtime}'", "a number of us, -1, or keep")
+            raise ToolError(f"bad --rt-runtime '{a.rt_runtime}'", "a number of us, -1, or keep", EXIT_USAGE)
     try:
         a.housekeeping = parse_cpulist(a.housekeeping) if a.housekeeping else None
     except ValueError:
-        raise BenchError(f"malformed CPU list '{a.housekeeping}'", "a CPU list looks like 0 or 0-2,4")
+        raise ToolError(f"malformed CPU list '{a.housekeeping}'", "a CPU list looks like 0 or 0-2,4", EXIT_USAGE)
     if not a.out:
         a.out = os.path.join(paths.results_base(), time.strftime("%Y%m%d-%H%M%S"))
     return a
 
 
-def check_loads(a, root):
+def check_loads(a: argparse.Namespace, root: str) -> int:
     """Start, check and stop each load: what the tests exercise."""
     online = sorted(online_cpus())
     if len(online) < 2:
-        raise BenchError(f"needs at least 2 CPUs, this machine has {len(online)}")
+        raise ToolError(f"needs at least 2 CPUs, this machine has {len(online)}",
+                        "one CPU to measure, the others for housekeeping and the load")
     cpu = a.cpu if a.cpu is not None else online[-1]
     hk = a.housekeeping or (set(online) - {cpu})
-    out = {}
+    out: dict[str, JsonObj] = {}
     for name in a.loads:
         load = L.make_load(name, hk, a.quick, root)
-        res = {}
+        res: JsonObj = {}
         try:
             load.prepare(lambda m: print(m, file=sys.stderr))
             load.start()
@@ -147,11 +154,11 @@ def check_loads(a, root):
     return 1 if bad else 0
 
 
-def interrupt(signum, frame):
+def interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     root = paths.load_tree()   # what the build load compiles
     # Ctrl-C, TERM and HUP all stop the loads, restore state and keep the
@@ -163,9 +170,8 @@ def main(argv=None):
     try:
         a = parse(argv)
         if a.report:
-            with open(os.path.join(a.report, "results.json")) as f:
-                doc = json.load(f)
-            report.write_all(doc, a.report, plots=not a.no_plots)
+            doc = load_json(os.path.join(a.report, "results.json"))
+            report.write_all(doc, a.report, with_plots=not a.no_plots)
             print(os.path.join(a.report, "summary.md"))
             return 0
         if a.check_loads is not None:
@@ -177,11 +183,11 @@ def main(argv=None):
             from . import evlat
             return evlat.run(a)
         return run.Bench(a, root).run()
-    except BenchError as e:
-        err(str(e), e.note)
-        return 2 if "unknown" in str(e) or "bad" in str(e) or "malformed" in str(e) else 1
+    except ToolError as e:
+        error(str(e), e.note)
+        return e.status
     except KeyboardInterrupt:
-        err("interrupted")
+        error("interrupted")
         return 130
 
 

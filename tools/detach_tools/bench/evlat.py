@@ -1,22 +1,30 @@
-"""detach bench --program evlat: event-response latency, seed 003 section 4
-(L4RTL: what address spaces cost beside caches).  bench/evlat.c measures
+"""detach bench --program evlat: event-response latency, the experiment of
+section 4 of the L4RTL paper (docs/rtl.md): what address spaces cost beside
+caches.  bench/evlat.c measures
 every receiver under every load, interleaved in every round; this module
 runs it as its controller (evlat -C: the build load of loads.py, the main
 bench's, and perf stat over every load), keeps its JSON and writes evlat.md
 (percentiles and the ratios separate-process / same-process and Linux /
 detached, beside the paper's conclusion) and, with matplotlib, densities on
 a log scale per load (the paper's figures 3 and 4)."""
+from __future__ import annotations
+
+import argparse
 import json
 import os
 import subprocess
 import sys
 import time
 
-from .. import paths
+from .. import paths, plots
+from ..cpus import format_cpulist
+from ..errors import ToolError, warn
+from ..files import JsonObj, load_json
+from ..stats import log_density
 from . import loads as L
 from . import system
 from .perfstat import PerfStat
-from .util import BenchError, format_cpulist, measurement_program, publish_summary
+from .util import measurement_program, publish_summary
 
 RECEIVERS = ("same", "process", "executive", "futex", "eventfd")
 WHAT = {"same": "detached thread, ringer's process",
@@ -28,7 +36,7 @@ PCTS = ("p50", "p99", "p99.9", "max")
 LOADS = ("idle", "flood", "syscalls", "build")
 
 
-def fuse_missing():
+def fuse_missing() -> str | None:
     """Why the executive receiver cannot run (an RT task serves /dev/rtfN
     over FUSE), or None."""
     try:
@@ -39,7 +47,7 @@ def fuse_missing():
                 "(modprobe fuse; in a container: --device /dev/fuse)")
 
 
-def command(a, out_json, cpu, receivers):
+def command(a: argparse.Namespace, out_json: str, cpu: int, receivers: list[str]) -> list[str]:
     cmd = [paths.program("evlat"), "-C", "-l", ",".join(LOADS), "-R", ",".join(receivers),
            "-j", out_json, "-c", str(cpu),
            "-n", str(a.samples or (15 if a.quick else 200)), "-r", str(a.repeat_evlat)]
@@ -57,17 +65,17 @@ class Controller:
     CPUs.  perf stat counts cache and TLB misses on every CPU over each
     load's blocks, where the machine has the counters."""
 
-    def __init__(self, a, cpu, hk):
+    def __init__(self, a: argparse.Namespace, cpu: int, hk: set[int]) -> None:
         self.a, self.cpu, self.hk = a, cpu, hk
-        self.build = None
+        self.build: L.Load | None = None
         self.perf = PerfStat({cpu} | hk)
-        self.loads = {}          # name -> what the load did, perf counts per block
-        self.before = None
+        self.loads: dict[str, JsonObj] = {}   # name -> what the load did, perf counts per block
+        self.before: JsonObj = {}
 
-    def log(self, msg):
+    def log(self, msg: str) -> None:
         print(f"detach bench: evlat: {msg}", file=sys.stderr)
 
-    def start(self, name):
+    def start(self, name: str) -> None:
         out = self.loads.setdefault(name, {"blocks": 0, "perf": []})
         out["blocks"] += 1
         if name == "build":
@@ -84,33 +92,34 @@ class Controller:
             while True:
                 now = self.build.check()
                 if not now["ok"]:
-                    raise BenchError(f"the build load did not run cleanly: {now}")
+                    raise ToolError(f"the build load did not run cleanly: {now}")
                 if self.build.advanced(self.before["progress"], now["progress"]):
                     break
                 if time.monotonic() > deadline:
-                    raise BenchError("the build load compiled nothing in 120 s")
+                    raise ToolError("the build load compiled nothing in 120 s")
                 time.sleep(0.2)
             self.before = now
         self.perf.start()
 
-    def stop(self, name):
+    def stop(self, name: str) -> None:
         out = self.loads[name]
         out["perf"].append(self.perf.stop())
-        if name == "build":
+        if name == "build" and self.build:
             after = self.build.check()
             out.setdefault("block_checks", []).append(
                 {"confined": not self.before["outside"] and not after["outside"], "alive": not after["dead"],
                  "progressed": self.build.advanced(self.before["progress"], after["progress"])})
             self.build.pause()
 
-    def serve(self, p):
+    def serve(self, p: subprocess.Popen[str]) -> None:
+        assert p.stdin and p.stdout
         try:
             for line in p.stdout:
                 verb, name = line.split()
                 (self.start if verb == "start" else self.stop)(name)
                 p.stdin.write("ok\n")
                 p.stdin.flush()
-        except BenchError as e:
+        except ToolError as e:
             p.stdin.write(f"{e}\n")   # evlat stops with it
             p.stdin.flush()
             p.wait()
@@ -122,25 +131,25 @@ class Controller:
                 out.update(self.build.achieved(), description=self.build.describe(),
                            leftover_processes=[f"{q} {c}" for q, c in left])
 
-    def report(self):
+    def report(self) -> JsonObj:
         """What goes into the JSON: the loads, the perf counts or why none."""
         return {"loads": self.loads, "perf": {"events": self.perf.events, "why": self.perf.why,
                                               "rt_cpu": self.cpu, "cpus": format_cpulist({self.cpu} | self.hk)}}
 
 
-def ratio(x, y):
+def ratio(x: float, y: float) -> str:
     return f"{x / y:.2f}" if x and y else "-"
 
 
-def ratios(a, b):
+def ratios(a: JsonObj, b: JsonObj) -> str:
     """p50 / p99.9 / max of cell a over cell b."""
     return " / ".join(ratio(a.get(p, 0), b.get(p, 0)) for p in ("p50", "p99.9", "max"))
 
 
-def summary(doc):
-    cells = doc["cells"]
+def summary(doc: JsonObj) -> str:
+    cells: dict[str, dict[str, JsonObj]] = doc["cells"]
     lines = ["# detach bench --program evlat", "",
-             f"Event-response latency (seed 003, section 4): a housekeeping thread rings at random "
+             f"Event-response latency (the L4RTL paper's experiment, docs/rtl.md): a housekeeping thread rings at random "
              f"intervals of 2 to 30 ms and stamps the TSC; each receiver stamps it at its first "
              f"instruction after the wake-up. {doc['events_per_block']} events per receiver per load "
              f"per round, {doc['rounds']} rounds, receivers and loads interleaved in every round; "
@@ -161,23 +170,24 @@ def summary(doc):
               "| futex / same | eventfd / same (Linux / detached) | same under load / same idle (caches) |",
               "|---|---|---|---|---|---|"]
     idle = cells.get("idle", {}).get("same", {})
+    none: JsonObj = {}
     for load, recv in cells.items():
-        s, none = recv["same"], {}
+        s = recv["same"]
         row = [ratios(recv.get("process", none), s), ratios(recv.get("executive", none), recv.get("process", none)),
                ratios(recv.get("futex", none), s), ratios(recv.get("eventfd", none), s), ratios(s, idle)]
         lines.append(f"| {load} | " + " | ".join(row) + " |")
     sw = (f"{doc['executive_switch_ns']:.0f} ns ({doc['executive_switch_cycles']:.0f} cycles), no kernel entry"
           if doc["executive_switch_ns"] > 0 else "not measured")
     lines += ["", f"The executive's switch between two RT threads: {sw}.", "",
-              "Seed 003's conclusion: the delay and jitter that address spaces add to interrupt "
+              "The L4RTL paper's conclusion: the delay and jitter that address spaces add to interrupt "
               "response are about those of caches, or smaller. Here: compare the column "
               "process / same (another address space) with same under load / same idle (caches).", ""]
     return "\n".join(lines + loads_summary(doc))
 
 
-def loads_summary(doc):
+def loads_summary(doc: JsonObj) -> list[str]:
     """The build load as it ran, and perf stat's check of the flooding."""
-    lines = []
+    lines: list[str] = []
     b = doc.get("loads", {}).get("build")
     if b:
         checks = b.get("block_checks", [])
@@ -213,11 +223,10 @@ def loads_summary(doc):
     return lines
 
 
-def plots(doc, outdir):
-    import matplotlib
-    matplotlib.use("Agg")
+def make_plots(doc: JsonObj, outdir: str) -> None:
+    """plots/evlat-LOAD.png; plots.PlotsMissing without matplotlib."""
+    plots.require()
     import matplotlib.pyplot as plt
-    import numpy as np
 
     pd = os.path.join(outdir, "plots")
     os.makedirs(pd, exist_ok=True)
@@ -226,12 +235,9 @@ def plots(doc, outdir):
         for r in RECEIVERS:
             if r not in recv:
                 continue
-            s = np.asarray(recv[r]["samples_ns"], dtype=np.float64)
-            if len(s) == 0:
-                continue
-            bins = np.logspace(np.log10(max(s.min(), 1)), np.log10(s.max() + 1), 40)
-            h, e = np.histogram(s, bins=bins, density=True)
-            ax.step(e[:-1], h, where="post", label=r)
+            edges, h = log_density(recv[r]["samples_ns"])
+            if edges:
+                ax.step(edges, h, where="post", label=r)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("event-response latency (ns)")
@@ -243,7 +249,7 @@ def plots(doc, outdir):
         plt.close(fig)
 
 
-def run(a):
+def run(a: argparse.Namespace) -> int:
     prog = measurement_program("evlat")
     os.makedirs(a.out, exist_ok=True)
     out_json = os.path.join(a.out, "evlat.json")
@@ -264,14 +270,14 @@ def run(a):
         try:
             ctl.serve(p)
         finally:
-            p.stdin.close()
+            if p.stdin:
+                p.stdin.close()
             rc = p.wait()
     finally:
         restorer.restore()
     if rc != 0:
-        raise BenchError(f"{prog} failed (exit {rc})")
-    with open(out_json) as f:
-        doc = json.load(f)
+        raise ToolError(f"{prog} failed (exit {rc})")
+    doc: JsonObj = load_json(out_json)
     doc.update(ctl.report(), not_measured=not_measured)
     with open(out_json, "w") as f:
         json.dump(doc, f)
@@ -279,9 +285,10 @@ def run(a):
     md = summary(doc)
     if not a.no_plots:
         try:
-            plots(doc, a.out)
+            make_plots(doc, a.out)
             md += "\n`plots/evlat-<load>.png`: densities per receiver, log scale (the paper's figures 3 and 4).\n"
-        except ImportError:
+        except plots.PlotsMissing as e:
+            warn(str(e), e.note)
             md += "\nNo plots: matplotlib is missing.\n"
     publish_summary(a.out, "evlat", md, not a.no_print)
     return 0

@@ -6,10 +6,15 @@ ordinary process in every configuration; the other rank is the measured one
 and runs as the configuration says on the measured CPU.  On a machine with
 more CPUs the same holds: one rank per measured CPU would need one
 measured CPU each, which the bench has one of."""
+from __future__ import annotations
+
 import os
+import shutil
+from collections.abc import Callable, Iterable
 
 from .. import paths
-from .util import format_cpulist
+from ..cpus import format_cpulist
+from ..files import JsonObj
 
 PROGRAM = "fwq-mpi"
 EXE = "fwq_mpi"
@@ -19,7 +24,7 @@ MPIRUN = "mpirun.openmpi"       # fwq_mpi is built with Open MPI's mpicc (Makefi
 FIFO = ["chrt", "-f", "10"]
 
 
-def mpirun():
+def mpirun() -> list[str]:
     # --oversubscribe: Open MPI counts one slot per core and refuses 2 ranks
     # on a 2-CPU VM otherwise; --bind-to none: each rank is placed below.
     cmd = [MPIRUN, "--oversubscribe", "--bind-to", "none"]
@@ -28,23 +33,24 @@ def mpirun():
     return cmd
 
 
-def command(cfg, args, cpu, hk, detach, partition_tasks):
+def command(cfg: str, args: list[str], cpu: int, hk: Iterable[int], detach: str,
+            partition_tasks: str | None) -> list[str]:
     """The mpirun command line of one cell.  args: fwq_mpi and its options;
     partition_tasks: the file a thread writes its tid to to join the
     partition (None: no partition), for the floor's measured rank."""
-    cpu, hk = str(cpu), format_cpulist(hk)
+    c, h = str(cpu), format_cpulist(hk)
     if cfg == "detached":
         # detach run places the ranks itself (src/cli/mpi_rank.c): the one
         # with CPU cpu is detached, the other runs undetached on hk.
-        return mpirun() + ["-np", "2", detach, "run", "-c", cpu, "-H", hk,
+        return mpirun() + ["-np", "2", detach, "run", "-c", c, "-H", h,
                            "--oversubscribe", "--"] + args
-    other = ["taskset", "-c", hk] + args
+    other = ["taskset", "-c", h] + args
     if cfg == "linux":
         measured = args
     elif cfg == "linux-fifo":
-        measured = FIFO + ["taskset", "-c", cpu] + args
+        measured = FIFO + ["taskset", "-c", c] + args
     elif cfg == "floor":
-        measured = FIFO + ["taskset", "-c", cpu] + args
+        measured = FIFO + ["taskset", "-c", c] + args
         if partition_tasks:
             # mpirun stays in the root cpuset (rank 0 needs hk); the
             # measured rank moves itself into the partition before exec.
@@ -54,19 +60,21 @@ def command(cfg, args, cpu, hk, detach, partition_tasks):
     return mpirun() + ["-np", "1"] + other + [":", "-np", "1"] + measured
 
 
-def measured_rank(res, cpu):
+def measured_rank(res: JsonObj, cpu: int | None) -> JsonObj | None:
     """The rank pinned to the measured CPU; else the one that ran there (a
     detached rank reports the program's own affinity, which the runtime
     keeps, sched.c); else the last, as command() starts it."""
-    ranks = res.get("ranks") or []
-    for key, want in (("cpus_allowed", str(cpu)), ("cpu_at_end", cpu)):
+    ranks: list[JsonObj] = res.get("ranks") or []
+    want: tuple[tuple[str, object], ...] = (("cpus_allowed", str(cpu)), ("cpu_at_end", cpu))
+    for key, value in want:
         for r in ranks:
-            if r["self"].get(key) == want:
+            if r["self"].get(key) == value:
                 return r
     return ranks[-1] if ranks else None
 
 
-def summary_lines(doc, loads, cfgs, cells_for):
+def summary_lines(doc: JsonObj, loads: list[str], cfgs: list[str],
+                  cells_for: Callable[[JsonObj, str, str, str], list[JsonObj]]) -> list[str]:
     """The fwq-mpi section of summary.md."""
     L = ["## fwq-mpi: noise as a 2-rank MPI job sees it\n",
          "Each iteration: the FWQ quantum on every rank, then MPI_Allreduce. The measured "
@@ -97,9 +105,8 @@ def summary_lines(doc, loads, cfgs, cells_for):
     return L
 
 
-def available():
+def available() -> tuple[bool, str]:
     """(ok, why): fwq_mpi built and Open MPI's mpirun present."""
-    import shutil
     exe = paths.program(EXE)
     if not os.access(exe, os.X_OK):
         return False, f"{exe} is missing (built only where Open MPI's mpicc is: make deps)"

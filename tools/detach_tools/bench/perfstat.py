@@ -1,9 +1,12 @@
 """perf stat over a stretch of a benchmark, per CPU: the kernel's hardware
 counters of cache and TLB misses, where this machine has them (evlat checks
-its flooding with it, seed 003 section 4.1).
+its flooding with it, as the L4RTL paper does in its section 4.1;
+docs/rtl.md cites it).
 
 A VM without a virtual PMU has none: perf then answers `<not supported>`
 and the check says so (`why`) instead of inventing a figure."""
+from __future__ import annotations
+
 import os
 import shutil
 import signal
@@ -11,18 +14,20 @@ import subprocess
 import tempfile
 import time
 
+from ..files import JsonObj
+
 EVENTS = ("LLC-load-misses", "LLC-store-misses", "dTLB-load-misses", "cache-misses")
 
 
-def parse(text, per_cpu):
+def parse(text: str, per_cpu: bool) -> dict[int | None, dict[str, int]]:
     """perf stat -x, output: {cpu or None: {event: count}}; unsupported
     events are left out."""
-    out = {}
+    out: dict[int | None, dict[str, int]] = {}
     for line in text.splitlines():
         f = line.split(",")
         if not line or line.startswith("#") or len(f) < 4:
             continue
-        cpu = None
+        cpu: int | None = None
         if per_cpu:
             cpu, f = int(f[0][3:]), f[1:]
         try:
@@ -37,9 +42,13 @@ class PerfStat:
     """Counts EVENTS on the given CPUs between start() and stop().
     available is False with why when this machine cannot."""
 
-    def __init__(self, cpus):
+    def __init__(self, cpus: set[int]) -> None:
         self.cpus = ",".join(str(c) for c in sorted(cpus))
-        self.events, self.why, self.proc = [], None, None
+        self.events: list[str] = []
+        self.why: str | None = None
+        self.proc: subprocess.Popen[str] | None = None
+        self.out = ""
+        self.t0 = 0.0
         if not shutil.which("perf"):
             self.why = "perf is not installed (Debian's linux-perf: make deps)"
             return
@@ -57,10 +66,10 @@ class PerfStat:
             self.events, self.why = [], f"perf stat failed: {r.stderr.strip()[-200:]}"
 
     @property
-    def available(self):
+    def available(self) -> bool:
         return bool(self.events)
 
-    def start(self):
+    def start(self) -> None:
         if not self.available:
             return
         fd, self.out = tempfile.mkstemp(prefix="detach-perf-")
@@ -70,7 +79,7 @@ class PerfStat:
                                       "-e", ",".join(self.events), "-o", self.out],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
-    def stop(self):
+    def stop(self) -> JsonObj:
         """{"seconds", "cpus": {cpu: {event: count}}} or {"why"}."""
         if not self.proc:
             return {"why": self.why}

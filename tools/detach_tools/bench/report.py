@@ -1,11 +1,18 @@
 """summary.md and PNG plots from results.json (reads JSON only; every
 statistic comes from the measurement programs' own "stats")."""
-import os
+from __future__ import annotations
 
+import os
+from collections.abc import Callable
+
+from .. import plots
+from ..errors import warn
+from ..files import JsonObj
 from . import mpi, scaling, trace
 
 # The paper's published figures, copied exactly from the OSPERT 2016 slides
-# (seed 000): table "FWQ Numbers" (deltas to minimum in CPU cycles; Linux-4.6
+# ("Combining Predictable Execution with Full-Featured Commodity Systems",
+# Lackorzynski, Weinhold, Härtig): table "FWQ Numbers" (deltas to minimum in CPU cycles; Linux-4.6
 # PREEMPT at chrt -f 10, and the detached thread in L4Linux) and table
 # "Control Loop Execution" (maximum deviation in CPU cycles).  Intel Core
 # i7-4770 at 2993 MHz.  The slides' decimal commas are kept as printed.
@@ -23,18 +30,18 @@ LOAD_TITLE = {"idle": "Idle", "build": "Build Load", "io": "I/O Load"}
 CONFIGS = ("linux", "linux-fifo", "linux-fifo-isolated", "detached", "floor")
 METRIC = {"fwq": "delta_max", "ctlloop": "p2p", "fwq-mpi": "delta_max"}
 
-# Targets the project is judged by (issue 5).
+# Targets the project is judged by.
 TARGET_FLOOR = 1.5       # detached/floor, both programs, every load
 TARGET_FIFO = 10.0       # linux-fifo/detached, ctlloop, build and io
 
 
-def cells_for(doc, load, prog, cfg):
+def cells_for(doc: JsonObj, load: str, prog: str, cfg: str) -> list[JsonObj]:
     """The cells of the tables: the untraced twins of --trace-overhead apart."""
     return [c for c in doc["cells"] if c["load"] == load and c["program"] == prog
             and c["config"] == cfg and not c.get("trace_off")]
 
 
-def steal_pct(doc, load, prog, cfg):
+def steal_pct(doc: JsonObj, load: str, prog: str, cfg: str) -> str:
     """Steal time on the measured CPU during these cells, percent of their time."""
     ms = secs = 0
     for c in cells_for(doc, load, prog, cfg):
@@ -44,7 +51,7 @@ def steal_pct(doc, load, prog, cfg):
     return f"{ms / 10 / secs:.1f}%" if secs else "-"
 
 
-def worst(doc, load, prog, cfg):
+def worst(doc: JsonObj, load: str, prog: str, cfg: str) -> tuple[JsonObj | None, int, str | None]:
     """(stats of the worst repetition, n ok, unavailable reason or None)."""
     cs = cells_for(doc, load, prog, cfg)
     ok = [c for c in cs if c["status"] == "ok"]
@@ -52,19 +59,20 @@ def worst(doc, load, prog, cfg):
         why = next((c.get("reason") for c in cs if c["status"] != "ok"), None)
         return None, 0, why if cs else None
     w = max(ok, key=lambda c: c["result"]["stats"][METRIC[prog]])
-    return w["result"]["stats"], len(ok), None
+    st: JsonObj = w["result"]["stats"]
+    return st, len(ok), None
 
 
-def fmt_fwq(st):
+def fmt_fwq(st: JsonObj) -> str:
     return f"{st['delta_max']} ({st['delta_max_pct']:.3g}%)"
 
 
-def fmt_ctl(st):
+def fmt_ctl(st: JsonObj) -> str:
     return (f"{st['p2p']} ({st['max_pos']:+d} / {st['max_neg']:+d}; "
             f"{st['max_pos_pct']:+.3g}% / {st['max_neg_pct']:+.3g}%)")
 
 
-def cell_text(doc, load, prog, cfg, fmt):
+def cell_text(doc: JsonObj, load: str, prog: str, cfg: str, fmt: Callable[[JsonObj], str]) -> str:
     st, n, why = worst(doc, load, prog, cfg)
     if st:
         return fmt(st)
@@ -73,27 +81,28 @@ def cell_text(doc, load, prog, cfg, fmt):
     return "not run"
 
 
-def ratio(doc, load, prog, num, den):
+def ratio(doc: JsonObj, load: str, prog: str, num: str, den: str) -> float | None:
     a, _, _ = worst(doc, load, prog, num)
     b, _, _ = worst(doc, load, prog, den)
     if not a or not b:
         return None
-    x, y = a[METRIC[prog]], b[METRIC[prog]]
+    x: float = a[METRIC[prog]]
+    y: float = b[METRIC[prog]]
     return x / y if y else float("inf")
 
 
-def fr(x):
+def fr(x: float | None) -> str:
     if x is None:
         return "unavailable"
     return f"{x:.3g}" if x < 1000 else f"{x:.0f}"
 
 
-def summary(doc):
+def summary(doc: JsonObj) -> str:
     o, sysd = doc["options"], doc.get("system", {})
     loads = [l for l in o["loads"]]
     cfgs = [c for c in CONFIGS if c in o["configs"]]
     reps = o["repeat"]
-    L = []
+    L: list[str] = []
     w = L.append
     w("# detach bench summary\n")
     if not doc.get("complete", True):
@@ -156,7 +165,8 @@ def summary(doc):
           "(e.g. during `make clean`).")
     w("")
 
-    def table(prog, title, source, paper, fmt, paper_cols):
+    def table(prog: str, title: str, source: str, paper: dict[str, tuple[str, str]],
+              fmt: Callable[[JsonObj], str], paper_cols: list[str]) -> None:
         w(f"## {title}\n")
         w(source + "\n")
         head = ["load"] + paper_cols + cfgs
@@ -170,7 +180,7 @@ def summary(doc):
 
     if "fwq" in o["programs"]:
         table("fwq", "Table 1: FWQ, maximum delta to minimum in CPU cycles (percent of minimum)",
-              "Paper columns: slides (seed 000) table \"FWQ Numbers\", Intel i7-4770 at "
+              "Paper columns: the OSPERT 2016 slides, table \"FWQ Numbers\", Intel i7-4770 at "
               "2993 MHz, quantum about 4.3 M cycles. Ours: worst of the repetitions.",
               PAPER_FWQ, fmt_fwq, ["paper: Linux PREEMPT", "paper: detached (L4Linux)"])
         w("FWQ detail (worst repetition): deltas to minimum, cycles (percent)\n")
@@ -189,7 +199,7 @@ def summary(doc):
     if "ctlloop" in o["programs"]:
         table("ctlloop", "Table 2: control loop, maximum deviation (peak to peak) in CPU cycles "
               "(max+ / max-; percent of the period)",
-              "Paper columns: slides (seed 000) table \"Control Loop Execution\" (Linux at "
+              "Paper columns: the OSPERT 2016 slides, table \"Control Loop Execution\" (Linux at "
               "chrt -f 10 pinned; detached thread in L4Linux), target 2,993,000 cycles. "
               "Ours: period 1000 us; floor waits by TSC spin (--spin).",
               PAPER_CTL, fmt_ctl, ["paper: Linux", "paper: detached (L4Linux)"])
@@ -284,11 +294,11 @@ def summary(doc):
     return "\n".join(L) + "\n"
 
 
-def make_plots(doc, outdir):
-    import matplotlib
-    matplotlib.use("Agg")
+def make_plots(doc: JsonObj, outdir: str) -> None:
+    """plots/: one per cell, sample index against cycles, and one 1 - CDF
+    per load; plots.PlotsMissing without matplotlib."""
+    plots.require()
     import matplotlib.pyplot as plt
-    import numpy as np
 
     pd = os.path.join(outdir, "plots")
     os.makedirs(pd, exist_ok=True)
@@ -297,9 +307,9 @@ def make_plots(doc, outdir):
         if c["status"] != "ok":
             continue
         r = c["result"]
-        s = np.asarray(r["samples"], dtype=np.float64)
+        s: list[int] = r["samples"]
         fig, ax = plt.subplots(figsize=(7, 3.2), dpi=90)
-        ax.plot(np.arange(len(s)), s, ".", ms=1.5, color=colors.get(c["config"], "k"))
+        ax.plot(range(len(s)), s, ".", ms=1.5, color=colors.get(c["config"], "k"))
         if c["program"] == "ctlloop":
             ax.axhline(r["params"]["period_cycles"], color="gray", lw=0.6, ls="--")
             st = r["stats"]
@@ -324,20 +334,22 @@ def make_plots(doc, outdir):
         any_data = False
         for ax, prog in zip(axes[0], progs):
             for cfg in CONFIGS:
-                xs = []
+                xs: list[float] = []
                 for c in cells_for(doc, load, prog, cfg):
                     if c["status"] != "ok":
                         continue
                     r = c["result"]
-                    s = np.asarray(r["samples"], dtype=np.float64)
+                    s = r["samples"]
                     if prog != "ctlloop":
-                        xs.append(s - s.min())
+                        m = min(s)
+                        xs += [v - m for v in s]
                     else:
-                        xs.append(np.abs(s - r["params"]["period_cycles"]))
+                        period = r["params"]["period_cycles"]
+                        xs += [abs(v - period) for v in s]
                 if not xs:
                     continue
-                x = np.sort(np.concatenate(xs)) + 1.0
-                y = 1.0 - np.arange(len(x)) / len(x)    # fraction of samples >= x
+                x = sorted(v + 1.0 for v in xs)
+                y = [1.0 - i / len(x) for i in range(len(x))]    # fraction of samples >= x
                 ax.step(x, y, where="post", label=cfg, color=colors[cfg], lw=1)
                 any_data = True
             ax.set_xscale("log")
@@ -355,13 +367,14 @@ def make_plots(doc, outdir):
         plt.close(fig)
 
 
-def write_all(doc, outdir, plots=True):
-    if plots:
+def write_all(doc: JsonObj, outdir: str, with_plots: bool = True) -> None:
+    """summary.md and, with_plots, the plots (a warning and its NOTE
+    without matplotlib: everything else is written)."""
+    if with_plots:
         try:
             make_plots(doc, outdir)
             doc["_plots"] = True
-        except ImportError as e:
-            print(f"detach bench: warning: no plots: {e} "
-                  "(run 'make deps' in a checkout; installed: apt-get install python3-matplotlib)")
+        except plots.PlotsMissing as e:
+            warn(str(e), e.note)
     with open(os.path.join(outdir, "summary.md"), "w") as f:
         f.write(summary(doc))

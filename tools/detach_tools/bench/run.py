@@ -1,5 +1,8 @@
 """The evaluation: {fwq, ctlloop} x loads x configurations, interleaved
 within each load, repeated; every cell's program JSON kept whole."""
+from __future__ import annotations
+
+import argparse
 import json
 import os
 import shutil
@@ -15,8 +18,14 @@ from . import mpi as M
 from . import report, scaling, system
 from .trace import CellTrace
 from .. import JSON_FORMAT, paths
-from .util import (BenchError, descendants, fmt_dur, format_cpulist, online_cpus, read,
-                   runnable_on, warn)
+from ..cpus import format_cpulist, online_cpus
+from ..errors import ToolError, warn
+from ..files import JsonObj, load_json, read_text as read
+from ..procs import descendants, runnable_on
+from .util import fmt_dur
+
+# One cell of the plan: load, repetition, program, configuration, untraced.
+Cell = tuple[str, int, str, str, bool]
 
 PROGRAMS = ("fwq", "ctlloop", M.PROGRAM)
 CONFIGS = ("linux", "linux-fifo", "linux-fifo-isolated", "detached", "floor")
@@ -24,39 +33,53 @@ PARTITION_CONFIGS = ("linux-fifo-isolated", "detached", "floor")
 FIFO = ["chrt", "-f", "10"]
 
 
-def cpu_ticks(cpu):
-    """/proc/stat fields of one CPU, in USER_HZ ticks."""
+def cpu_ticks(cpu: int) -> dict[str, int]:
+    """/proc/stat fields of one CPU, in USER_HZ ticks.  By name, not
+    psutil.cpu_times(percpu=True): that list skips offline CPUs, so its
+    index is not the CPU's number."""
     names = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
-    for line in (read("/proc/stat", "") or "").splitlines():
+    for line in read("/proc/stat", "").splitlines():
         if line.startswith(f"cpu{cpu} "):
             return dict(zip(names, map(int, line.split()[1:9])))
     return {}
 
 
-def iso_now():
+def iso_now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class Bench:
-    def __init__(self, args, root):
+    def __init__(self, args: argparse.Namespace, root: str) -> None:
         self.a = args
         self.root = root
         self.detach = paths.detach_bin()
         self.restorer = system.Restorer()
-        self.cells = []
-        self.loads_out = {}
+        self.cells: list[JsonObj] = []
+        self.loads_out: dict[str, JsonObj] = {}
         self.t0 = time.monotonic()
         self.start_time = iso_now()
         self.interrupted = False
         self.tty = sys.stderr.isatty()
+        # set by setup(), calibrate() and run()
+        self.cpu = -1
+        self.hk: set[int] = set()
+        self.loops = 0
+        self.tsc_hz = 0.0
+        self.quantum_s = 0.0
+        self.version: str | None = None
+        self.cpu_model: str | None = None
+        self.partition: system.Partition
+        self.detach_ok = False
+        self.detach_why = "not requested"
+        self.state: JsonObj = {}
 
     # -- output ------------------------------------------------------------
-    def log(self, msg):
+    def log(self, msg: str) -> None:
         if self.tty:
             sys.stderr.write("\r\033[K")
         print(msg, file=sys.stderr, flush=True)
 
-    def progress(self, i, total, label, remaining):
+    def progress(self, i: int, total: int, label: str, remaining: float) -> None:
         line = (f"[{i}/{total}] {label}  elapsed {fmt_dur(time.monotonic() - self.t0)}"
                 f"  estimate {fmt_dur(remaining)} left")
         if self.tty:
@@ -66,19 +89,19 @@ class Bench:
             print(line, file=sys.stderr, flush=True)
 
     # -- planning ------------------------------------------------------------
-    def cell_seconds(self, prog):
-        n = self.a.samples_fwq if prog != "ctlloop" else self.a.samples_ctl
+    def cell_seconds(self, prog: str) -> float:
+        n: int = self.a.samples_fwq if prog != "ctlloop" else self.a.samples_ctl
         if prog == M.PROGRAM:     # and mpirun's start, about a second
             return (n + 100) * self.quantum_s + 1.5
         if prog == "fwq":
             return (n + 100) * self.quantum_s + 0.3
         return (n + 10) * 1e-3 + 0.4
 
-    def plan(self):
+    def plan(self) -> list[Cell]:
         """[(load, rep, prog, config)], configurations interleaved within each
         load and repetition; partition configurations grouped so that the
         partition is entered once per group."""
-        order = []
+        order: list[Cell] = []
         for load in self.a.loads:
             for rep in range(1, self.a.repeat + 1):
                 for prog in self.a.programs:
@@ -99,7 +122,7 @@ class Bench:
         return order
 
     # -- one cell --------------------------------------------------------------
-    def command(self, prog, cfg, out):
+    def command(self, prog: str, cfg: str, out: str) -> list[str]:
         exe = paths.program(M.EXE if prog == M.PROGRAM else prog)
         n = self.a.samples_fwq if prog != "ctlloop" else self.a.samples_ctl
         cmd = [exe, "--samples", str(n), "--json", out, "--quiet"]
@@ -119,31 +142,32 @@ class Bench:
             return [self.detach, "run", "-c", cpu, "-H", format_cpulist(self.hk), "--"] + cmd
         raise ValueError(cfg)
 
-    def verify_config(self, cfg, res):
+    def verify_config(self, cfg: str, res: JsonObj) -> tuple[bool, str]:
         """Did the configuration take effect?  From the program's own report."""
         me = res.get("self", {})
         if "ranks" in res:        # fwq-mpi: the rank on the measured CPU
             me = (M.measured_rank(res, self.cpu) or {}).get("self", {})
         if cfg in ("linux-fifo", "linux-fifo-isolated", "floor"):
-            ok = me.get("policy") == "SCHED_FIFO" and me.get("priority") == 10 and \
+            ok: bool = me.get("policy") == "SCHED_FIFO" and me.get("priority") == 10 and \
                 me.get("cpus_allowed") == str(self.cpu)
             return ok, f"{me.get('policy')}:{me.get('priority')} on CPUs {me.get('cpus_allowed')}"
         if cfg == "detached":
             # the affinity it reports is the program's own (the runtime keeps
             # it, sched.c); where it ran is sched_getcpu's answer, which glibc
             # reads from the kernel's rseq area or the vDSO, not the runtime
-            ok = me.get("cpu_at_end") == self.cpu
-            return ok, f"{me.get('policy')} on CPU {me.get('cpu_at_end')}"
+            on = me.get("cpu_at_end") == self.cpu
+            return on, f"{me.get('policy')} on CPU {me.get('cpu_at_end')}"
         return True, f"{me.get('policy')} on CPUs {me.get('cpus_allowed')}"
 
-    def reap_registry(self):
+    def reap_registry(self) -> None:
         """A detached program killed here cannot remove its registry file
         (/dev/shm/detach/PID): `detach ps` removes the files of dead ones."""
         subprocess.run([self.detach, "ps"], stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, check=False)
 
-    def run_cell(self, load, rep, prog, cfg, tmpdir, trace_off=False):
-        cell = {"load": load.name, "rep": rep, "program": prog, "config": cfg,
+    def run_cell(self, load: L.Load, rep: int, prog: str, cfg: str, tmpdir: str,
+                 trace_off: bool = False) -> JsonObj:
+        cell: JsonObj = {"load": load.name, "rep": rep, "program": prog, "config": cfg,
                 "in_partition": False, "status": "ok"}
         if trace_off:
             cell["trace_off"] = True
@@ -187,9 +211,10 @@ class Bench:
             return cell
         if tr:
             tr.started(p.pid)
-        seen, stop = {}, threading.Event()
+        seen: dict[str, int] = {}
+        stop = threading.Event()
 
-        def watch():
+        def watch() -> None:
             # Who else is runnable on the measured CPU while the cell runs?
             # (e.g. a CPU-bound SCHED_OTHER task there gets 50 ms a second
             # from the fair server even against SCHED_FIFO.)
@@ -244,8 +269,7 @@ class Bench:
             cell.update(status="failed", reason=f"exit {p.returncode}: {so.strip()[-300:]}")
             return cell
         try:
-            with open(out) as f:
-                res = json.load(f)
+            res = load_json(out)
         except (OSError, ValueError) as e:
             cell.update(status="failed", reason=f"no JSON: {e}")
             return cell
@@ -258,43 +282,44 @@ class Bench:
         return cell
 
     # -- the whole run -----------------------------------------------------------
-    def setup(self):
+    def setup(self) -> None:
         for prog in self.a.programs:
             if prog == M.PROGRAM:
                 ok, why = M.available()
                 if not ok:
-                    raise BenchError(why, "run 'make deps' and 'make', or --program fwq,ctlloop")
+                    raise ToolError(why, "run 'make deps' and 'make', or --program fwq,ctlloop")
                 continue
             exe = paths.program(prog)
             if not os.access(exe, os.X_OK):
-                raise BenchError(f"{exe} is missing", "run 'make' first")
+                raise ToolError(f"{exe} is missing", "run 'make' first")
         need = ["chrt", "taskset"]
         for t in need:
             if not shutil.which(t):
-                raise BenchError(f"{t} not found", "run 'make deps'")
+                raise ToolError(f"{t} not found", "run 'make deps'")
         online = sorted(online_cpus())
         if len(online) < 2:
-            raise BenchError(f"needs at least 2 CPUs, this machine has {len(online)}",
+            raise ToolError(f"needs at least 2 CPUs, this machine has {len(online)}",
                              "one CPU to measure, the others for housekeeping and the load")
         self.cpu = self.a.cpu if self.a.cpu is not None else online[-1]
         if self.cpu not in online:
-            raise BenchError(f"CPU {self.cpu} is not online (online: {format_cpulist(online)})")
+            raise ToolError(f"CPU {self.cpu} is not online (online: {format_cpulist(online)})",
+                            "choose an online CPU with -c", 2)
         self.hk = set(self.a.housekeeping) if self.a.housekeeping else set(online) - {self.cpu}
         if self.cpu in self.hk or not self.hk or not self.hk <= set(online):
-            raise BenchError(f"housekeeping CPUs {format_cpulist(self.hk)} must be online "
+            raise ToolError(f"housekeeping CPUs {format_cpulist(self.hk)} must be online "
                              f"and exclude the measured CPU {self.cpu}")
         aff = os.sched_getaffinity(0)
         if not ({self.cpu} | self.hk) <= aff:
             active = os.path.exists("/run/detach/isolate.state")
-            raise BenchError(f"CPUs {format_cpulist({self.cpu} | self.hk)} are not all in this "
+            raise ToolError(f"CPUs {format_cpulist({self.cpu} | self.hk)} are not all in this "
                              f"process's affinity ({format_cpulist(aff)})",
                              "a detach partition is active: 'detach isolate --undo' ends it"
                              if active else "run from a shell allowed on every CPU (taskset -p $$)")
         if os.geteuid() != 0 and any(c != "linux" for c in self.a.configs):
-            raise BenchError("FIFO configurations need root (chrt -f 10)",
+            raise ToolError("FIFO configurations need root (chrt -f 10)",
                              "run as root, or --config linux")
 
-    def calibrate(self):
+    def calibrate(self) -> None:
         """The FWQ work loop count, once, so that every cell does the same work."""
         with tempfile.NamedTemporaryFile(suffix=".json") as t:
             cmd = [paths.program("fwq"), "-c", str(self.cpu), "--samples",
@@ -304,23 +329,22 @@ class Bench:
                 cmd += ["--loops", str(self.a.loops)]
             r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             if r.returncode:
-                raise BenchError(f"fwq calibration on CPU {self.cpu} failed: {r.stdout.strip()}")
-            res = json.load(open(t.name))
+                raise ToolError(f"fwq calibration on CPU {self.cpu} failed: {r.stdout.strip()}")
+            res = load_json(t.name)
         self.loops = res["params"]["loops"]
         self.tsc_hz = res["tsc_hz"]
         self.quantum_s = res["stats"]["min"] / self.tsc_hz
         self.version = res.get("version")
         self.cpu_model = res.get("cpu_model")
 
-    def run(self):
+    def run(self) -> int:
         self.setup()
-        state = {}
+        state: JsonObj = {}
         try:
             state["rt_throttling"] = system.rt_throttling(self.restorer, self.a.rt_runtime)
             state["preemption"] = system.preemption(self.restorer, self.a.preempt)
             self.partition = system.Partition(self.detach, self.cpu, self.restorer,
                                               not self.a.no_isolate)
-            self.detach_ok, self.detach_why = (False, "not requested")
             if "detached" in self.a.configs:
                 self.detach_ok, self.detach_why = system.detach_probe(self.detach, self.cpu)
                 if not self.detach_ok:
@@ -342,7 +366,7 @@ class Bench:
             self.state = state
         return self.finish()
 
-    def evaluate(self):
+    def evaluate(self) -> None:
         order = self.plan()
         total_s = sum(self.cell_seconds(p) for _, _, p, c, _ in order
                       if not (c == "detached" and not self.detach_ok))
@@ -359,7 +383,7 @@ class Bench:
                     time.sleep(self.a.settle)
                     first = load.check()
                     if not first["ok"]:
-                        raise BenchError(f"{name} load did not start cleanly: {first}")
+                        raise ToolError(f"{name} load did not start cleanly: {first}")
                     for (ln, rep, prog, cfg, off) in [o for o in order if o[0] == name]:
                         i += 1
                         # scale the nominal rest by how long cells really took so far
@@ -383,26 +407,26 @@ class Bench:
                             self.cells[k] = cell
                 finally:
                     self.partition.leave()
-                    left = load.stop()
-                    out = load.achieved()
-                    out["leftover_processes"] = [f"{p} {c}" for p, c in left]
-                    out["description"] = load.describe()
-                    self.loads_out[name] = out
-                    if left:
-                        warn(f"{name} load left processes behind: {left}")
+                    leftover = load.stop()
+                    achieved = load.achieved()
+                    achieved["leftover_processes"] = [f"{p} {c}" for p, c in leftover]
+                    achieved["description"] = load.describe()
+                    self.loads_out[name] = achieved
+                    if leftover:
+                        warn(f"{name} load left processes behind: {leftover}")
         finally:
             if self.tty:
                 sys.stderr.write("\n")
             shutil.rmtree(tmpdir, ignore_errors=True)
 
-    def finish(self):
+    def finish(self) -> int:
         rc = 130 if self.interrupted else 0
         doc = {
             "format": JSON_FORMAT,
-            "cmdline": self.a.cmdline, "version": getattr(self, "version", None),
+            "cmdline": self.a.cmdline, "version": self.version,
             "start_time": self.start_time, "end_time": iso_now(),
             "kernel": os.uname().release, "machine": os.uname().machine,
-            "cpu_model": getattr(self, "cpu_model", None), "tsc_hz": getattr(self, "tsc_hz", 0),
+            "cpu_model": self.cpu_model, "tsc_hz": self.tsc_hz or 0,
             "return_code": rc,
             "program": "detach-bench", "complete": not self.interrupted,
             "options": {"loads": self.a.loads, "configs": self.a.configs,
@@ -410,7 +434,7 @@ class Bench:
                         "samples_fwq": self.a.samples_fwq, "samples_ctlloop": self.a.samples_ctl,
                         "quick": self.a.quick, "trace": not self.a.no_trace,
                         "trace_overhead": self.a.trace_overhead},
-            "system": getattr(self, "state", {}),
+            "system": self.state,
             "loads": self.loads_out,
             "cells": self.cells,
         }
@@ -424,9 +448,10 @@ class Bench:
         path = os.path.join(self.a.out, "results.json")
         with open(path, "w") as f:
             json.dump(doc, f)
-        report.write_all(doc, self.a.out, plots=not self.a.no_plots)
+        report.write_all(doc, self.a.out, with_plots=not self.a.no_plots)
         self.log(f"results: {path}")
         self.log(f"summary: {os.path.join(self.a.out, 'summary.md')}")
         if not self.a.no_print:
-            print(open(os.path.join(self.a.out, "summary.md")).read())
+            with open(os.path.join(self.a.out, "summary.md")) as f:
+                print(f.read())
         return rc

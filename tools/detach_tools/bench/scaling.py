@@ -4,28 +4,33 @@ noise just measured would cost an MPI job of 10^3..10^6 ranks.
 Every cell's data lives in <out>/cells/<load>-<program>-<config>-r<rep>/
 (cell_dir): noise.trace here (LogGOPSim format, tools/detach_tools/noise.py),
 beside whatever else a cell records there (tracefs attribution)."""
+from __future__ import annotations
+
 import argparse
 import os
+from collections.abc import Callable
 
 from .. import noise, scale
+from ..errors import ToolError
+from ..files import JsonObj
 from . import mpi
 
 TRACE_PROGRAMS = ("fwq", "ctlloop", mpi.PROGRAM)
 SCALE_CONFIGS = ("linux-fifo", "detached", "floor")
 
 
-def cell_name(load, prog, cfg, rep):
+def cell_name(load: str, prog: str, cfg: str, rep: int) -> str:
     return f"{load}-{prog}-{cfg}-r{rep}"
 
 
-def cell_dir(out, load, prog, cfg, rep):
+def cell_dir(out: str, load: str, prog: str, cfg: str, rep: int) -> str:
     """The directory of one cell's data, made on first use."""
     d = os.path.join(out, "cells", cell_name(load, prog, cfg, rep))
     os.makedirs(d, exist_ok=True)
     return d
 
 
-def write_cell_trace(cell, res, out, measured_cpu):
+def write_cell_trace(cell: JsonObj, res: JsonObj, out: str, measured_cpu: int) -> None:
     """The cell's noise trace from its raw samples; cell["noise_trace"]."""
     prog, hz = cell["program"], res.get("tsc_hz") or 0
     if prog not in TRACE_PROGRAMS or not hz:
@@ -48,7 +53,8 @@ def write_cell_trace(cell, res, out, measured_cpu):
                            "threshold_ns": noise.THRESHOLD_NS}
 
 
-def predict(doc, out, ranks, max_sim_ranks, log, iterations=None):
+def predict(doc: JsonObj, out: str, ranks: list[int], max_sim_ranks: int, log: Callable[[str], None],
+            iterations: int | None = None) -> list[JsonObj]:
     """Slowdown at each rank count for the FWQ traces (fwq-mpi's measured
     rank when fwq did not run) of linux-fifo, detached and floor, the worst
     repetition of each, per load: rows as `detach scale --json` writes."""
@@ -59,7 +65,7 @@ def predict(doc, out, ranks, max_sim_ranks, log, iterations=None):
     a = argparse.Namespace(trace=[], ranks=ranks, collective="allreduce", interval=1e6, cosched=False,
                            iterations=iterations, max_sim_ranks=max_sim_ranks, seed=1, bytes=8,
                            **scale.LOGGP)
-    rows = []
+    rows: list[JsonObj] = []
     for load in doc["options"]["loads"]:
         for cfg in SCALE_CONFIGS:
             ok = [c for c in doc["cells"] if c["load"] == load and c["program"] == prog
@@ -73,14 +79,14 @@ def predict(doc, out, ranks, max_sim_ranks, log, iterations=None):
                     r.update(load=load, config=cfg, program=prog, rep=w["rep"],
                              trace=w["noise_trace"]["path"])
                     rows.append(r)
-            except scale.ScaleError as e:
+            except ToolError as e:
                 log(f"scale: {load} {cfg}: {e}")
                 return rows + [{"error": str(e)}]
     return rows
 
 
-def summary_lines(doc):
-    rows = doc.get("scale") or []
+def summary_lines(doc: JsonObj) -> list[str]:
+    rows: list[JsonObj] = doc.get("scale") or []
     if not rows:
         return []
     L = ["## At scale: what this noise costs an MPI job (detach scale, docs/scale.md)\n"]
@@ -112,9 +118,9 @@ def summary_lines(doc):
                 cells.append(f"{r['slowdown']:.4f}" + ("" if r["method"] == "simgrid" else " (closed form)")
                              if r else "-")
             L.append(f"| {load} | {cfg} | " + " | ".join(cells) + " |")
-        fifo = [by.get((load, "linux-fifo", n)) for n in ranks]
-        det = [by.get((load, "detached", n)) for n in ranks]
-        if all(fifo) and all(det):
+        fifo = [by[(load, "linux-fifo", n)] for n in ranks if (load, "linux-fifo", n) in by]
+        det = [by[(load, "detached", n)] for n in ranks if (load, "detached", n) in by]
+        if len(fifo) == len(det) == len(ranks):
             ratio = [f"{(f['slowdown'] - 1) / (d['slowdown'] - 1):.3g}" if d["slowdown"] > 1 else "inf"
                      for f, d in zip(fifo, det)]
             L.append(f"| {load} | linux-fifo / detached, time lost | " + " | ".join(ratio) + " |")

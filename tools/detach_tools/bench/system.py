@@ -1,14 +1,18 @@
 """System state the benchmark records, and the few settings it changes
 (each saved first and restored on every exit path, Ctrl-C included)."""
+from __future__ import annotations
+
 import gzip
-import json
 import os
 import platform
 import subprocess
 import tempfile
+from collections.abc import Callable
 
+from .. import runstats
+from ..errors import warn
+from ..files import JsonObj, read_text as read
 from ..partition import PARTITION, cpuset_root
-from .util import read, warn
 
 RT_RUNTIME = "/proc/sys/kernel/sched_rt_runtime_us"
 RT_PERIOD = "/proc/sys/kernel/sched_rt_period_us"
@@ -19,13 +23,13 @@ PREEMPT = DEBUGFS + "/sched/preempt"
 class Restorer:
     """A stack of undo actions, run in reverse order exactly once."""
 
-    def __init__(self):
-        self.stack = []
+    def __init__(self) -> None:
+        self.stack: list[tuple[str, Callable[[], object]]] = []
 
-    def push(self, what, fn):
+    def push(self, what: str, fn: Callable[[], object]) -> None:
         self.stack.append((what, fn))
 
-    def restore(self):
+    def restore(self) -> list[str]:
         done = []
         while self.stack:
             what, fn = self.stack.pop()
@@ -37,12 +41,12 @@ class Restorer:
         return done
 
 
-def write(path, value):
+def write(path: str, value: object) -> None:
     with open(path, "w") as f:
         f.write(str(value))
 
 
-def kernel_config():
+def kernel_config() -> dict[str, str]:
     """The running kernel's config as a dict, from /proc/config.gz or /boot."""
     text = None
     try:
@@ -58,15 +62,15 @@ def kernel_config():
     return cfg
 
 
-def preemption(restorer, want):
+def preemption(restorer: Restorer, want: str) -> JsonObj:
     """Records the preemption model; with PREEMPT_DYNAMIC and want != 'keep'
     switches it for the run (debugfs sched/preempt) and restores it after."""
     cfg = kernel_config()
     built = [m for m in ("PREEMPT_NONE", "PREEMPT_VOLUNTARY", "PREEMPT", "PREEMPT_LAZY",
                          "PREEMPT_RT") if cfg.get("CONFIG_" + m) == "y"]
-    out = {"config": built, "dynamic": cfg.get("CONFIG_PREEMPT_DYNAMIC") == "y",
+    out: JsonObj = {"config": built, "dynamic": cfg.get("CONFIG_PREEMPT_DYNAMIC") == "y",
            "uname_v": platform.version(), "cmdline_preempt": None}
-    for arg in (read("/proc/cmdline", "") or "").split():
+    for arg in read("/proc/cmdline", "").split():
         if arg.startswith("preempt="):
             out["cmdline_preempt"] = arg.split("=", 1)[1]
     if not os.path.exists(PREEMPT) and os.geteuid() == 0 and os.path.isdir(DEBUGFS):
@@ -106,16 +110,17 @@ def preemption(restorer, want):
     return out
 
 
-def rt_throttling(restorer, want):
+def rt_throttling(restorer: Restorer, want: str) -> JsonObj:
     """One RT-throttling setting for every configuration: by default none
     (-1, as tuned's realtime profile), so a FIFO measurement is never
     stopped for 50 ms every second; restored after."""
     before = read(RT_RUNTIME)
-    out = {"sched_rt_runtime_us_before": before, "sched_rt_period_us": read(RT_PERIOD)}
+    out: JsonObj = {"sched_rt_runtime_us_before": before, "sched_rt_period_us": read(RT_PERIOD)}
     if want != "keep" and before is not None and before != str(want):
         try:
             write(RT_RUNTIME, want)
-            restorer.push(f"sched_rt_runtime_us={before}", lambda: write(RT_RUNTIME, before))
+            was = before
+            restorer.push(f"sched_rt_runtime_us={was}", lambda: write(RT_RUNTIME, was))
         except OSError as e:
             warn(f"cannot set {RT_RUNTIME} to {want}: {e}; keeping {before}")
     out["sched_rt_runtime_us"] = read(RT_RUNTIME)
@@ -130,7 +135,7 @@ def rt_throttling(restorer, want):
     return out
 
 
-def detach_probe(detach, cpu):
+def detach_probe(detach: str, cpu: int) -> tuple[bool, str]:
     """(available, why): detached runs need a runtime that really detaches:
     `detach run -c CPU --stats F -- true` must exit 0 and F must show
     forwarded system calls."""
@@ -148,15 +153,14 @@ def detach_probe(detach, cpu):
         if r.returncode != 0:
             tail = r.stdout.strip().splitlines()[-1:] or [""]
             return False, f"'detach run -c {cpu} -- true' exited {r.returncode}: {tail[0]}"
-        data = read(stats)
-        if not data:
+        if not read(stats):
             return False, (f"'detach run -c {cpu} --stats F -- true' wrote no statistics: "
                            "the runtime does not detach yet")
         try:
-            json.loads(data)
-        except ValueError:
+            st = runstats.read(stats)
+        except (OSError, ValueError):
             return False, "runtime statistics are not valid JSON"
-        if "forwarded" not in data:
+        if not any("forwarded" in t for t in runstats.threads(st)):
             return False, "runtime statistics show no forwarded system calls"
         return True, "detach run works and forwards system calls"
     finally:
@@ -167,10 +171,10 @@ def detach_probe(detach, cpu):
 
 
 class Partition:
-    """The isolated partition from `detach isolate` (issue 6), when that
-    verb exists; entered for the partition configurations only."""
+    """The isolated partition from `detach isolate`, when that verb
+    exists; entered for the partition configurations only."""
 
-    def __init__(self, detach, cpu, restorer, use):
+    def __init__(self, detach: str, cpu: int, restorer: Restorer, use: bool) -> None:
         self.detach, self.cpu, self.restorer = detach, cpu, restorer
         self.active = False
         self.available = False
@@ -184,15 +188,15 @@ class Partition:
         except (OSError, subprocess.TimeoutExpired):
             self.available = False
         self.why = ("detach isolate" if self.available
-                    else "'detach isolate' is not available (issue 6): no partition")
+                    else "'detach isolate' is not available: no partition")
         if self.available:
             restorer.push("detach isolate --undo", self.leave)
 
-    def cgroup(self):
+    def cgroup(self) -> tuple[str, str] | tuple[None, None]:
         """(kind, mount) of the cpuset hierarchy: ('v1', path) or ('v2', path)."""
         return cpuset_root()
 
-    def preexec(self, where, cpus):
+    def preexec(self, where: str, cpus: set[int]) -> Callable[[], None] | None:
         """A Popen preexec_fn putting the child into the partition
         (where='partition') or the root cpuset (where='root', for `detach
         run`, whose proxies need the housekeeping CPUs beside the isolated
@@ -207,14 +211,14 @@ class Partition:
             if not self.enter():
                 return None
 
-        def join():
+        def join() -> None:
             try:
                 _join()
             except Exception as e:
                 os.write(2, f"detach bench: cannot join the {where} cpuset: {e}\n".encode())
                 raise
 
-        def _join():
+        def _join() -> None:
             pid = str(os.getpid())
             if kind == "v1":
                 path = f"{mnt}/{PARTITION}/tasks" if where == "partition" else f"{mnt}/tasks"
@@ -229,13 +233,13 @@ class Partition:
             os.sched_setaffinity(0, cpus)
         return join
 
-    def tasks_file(self):
+    def tasks_file(self) -> str:
         """Where a thread writes its tid to join the partition itself (its
         process in the root cpuset): v1 tasks, v2 cgroup.threads."""
         kind, mnt = self.cgroup()
         return f"{mnt}/{PARTITION}/" + ("tasks" if kind == "v1" else "cgroup.threads")
 
-    def enter(self):
+    def enter(self) -> bool:
         if not self.available or self.active:
             return self.active
         r = subprocess.run([self.detach, "isolate", "-c", str(self.cpu)],
@@ -249,7 +253,7 @@ class Partition:
         self.active = True
         return True
 
-    def leave(self):
+    def leave(self) -> None:
         if self.active:
             subprocess.run([self.detach, "isolate", "--undo"], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)

@@ -6,21 +6,30 @@ max, p99.9 and p99 is computed from that, and reported.
 A cell's "trace" object (results.json) is the one place for per-cell trace
 data: tracecell's JSON as written (guest_ns per sample, causes of the longest
 samples, a summary per cause), or {"traced": false, "why": ...}."""
-import json
+from __future__ import annotations
+
 import os
 import subprocess
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from .. import paths
-from .util import format_cpulist
+from ..cpus import format_cpulist
+from ..files import JsonObj, load_json
+from ..stats import percentile
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 
 class CellTrace:
     """tracecell running beside one cell; None-safe if it could not start."""
 
-    def __init__(self, cpu, hk, tmpdir, name):
+    def __init__(self, cpu: int, hk: set[int], tmpdir: str, name: str) -> None:
         self.intervals = os.path.join(tmpdir, name + ".intervals")
         self.out = os.path.join(tmpdir, name + ".trace.json")
-        self.why = None
+        self.why: str | None = None
+        self.p: subprocess.Popen[str] | None
         exe = paths.program("tracecell")
         # on the housekeeping CPUs: its reader must not run where it reads
         cmd = ["taskset", "-c", format_cpulist(hk), exe, "-c", str(cpu),
@@ -28,27 +37,29 @@ class CellTrace:
         try:
             self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True)
+            assert self.p.stdout
             line = self.p.stdout.readline()
         except OSError as e:
             self.p, line = None, ""
             self.why = f"cannot start {exe}: {e}"
         if self.p and line.strip() != "ready":
+            assert self.p.stdin and self.p.stderr
             self.p.stdin.close()
             err = self.p.stderr.read().strip()
             self.p.wait()
             self.p = None
             self.why = err or "tracecell did not start"
 
-    def started(self, pid):
+    def started(self, pid: int) -> None:
         """The measuring thread: the cell's process (chrt, taskset and detach
         run exec, so it keeps its pid)."""
-        if self.p:
+        if self.p and self.p.stdin:
             self.p.stdin.write(f"pid {pid}\n")
             self.p.stdin.flush()
 
-    def finish(self, ok):
+    def finish(self, ok: bool) -> JsonObj:
         """The cell's trace object."""
-        if not self.p:
+        if not self.p or not self.p.stdin or not self.p.stderr:
             return {"traced": False, "why": self.why}
         if not ok:
             self.p.kill()
@@ -59,32 +70,27 @@ class CellTrace:
         if self.p.wait() != 0:
             return {"traced": False, "why": err or f"tracecell exit {self.p.returncode}"}
         try:
-            with open(self.out) as f:
-                return json.load(f)
+            doc: JsonObj = load_json(self.out)
+            return doc
         except (OSError, ValueError) as e:
             return {"traced": False, "why": f"no trace JSON: {e}"}
 
 
 # -- analysis: from results.json only ------------------------------------------
 
-def excess(cell):
+def excess(cell: JsonObj) -> list[int]:
     """Per sample, the cycles a stall added: fwq's delta to the fastest
     quantum, ctlloop's lateness (an early wake-up: 0)."""
     r = cell["result"]
-    s = r["samples"]
+    s: list[int] = r["samples"]
     if cell["program"] == "fwq":
         m = min(s)
         return [x - m for x in s]
-    p = r["params"]["period_cycles"]
+    p: int = r["params"]["period_cycles"]
     return [max(0, x - p) for x in s]
 
 
-def nearest_rank(sorted_v, pct):
-    k = max(1, -(-len(sorted_v) * pct // 100))
-    return sorted_v[int(k) - 1]
-
-
-def shares(cell, hz):
+def shares(cell: JsonObj, hz: float) -> JsonObj | None:
     """{"max": (share, causes), "p99.9": share, "p99": share} of one traced
     cell: the part of the excess guest activity covered (0..1)."""
     t = cell.get("trace") or {}
@@ -95,7 +101,7 @@ def shares(cell, hz):
     if len(g) != len(ex) or not ex:
         return None
 
-    def tail(th):
+    def tail(th: int) -> float | None:
         idx = [i for i, x in enumerate(ex) if x >= th and x > 0]
         tot = sum(ex[i] for i in idx)
         return sum(min(g[i], ex[i]) for i in idx) / tot if tot else None
@@ -105,24 +111,24 @@ def shares(cell, hz):
     causes = top["causes"] if top else []
     smax = min(1.0, g[imax] / ex[imax]) if ex[imax] else None
     return {"max": smax, "max_causes": causes, "max_excess": ex[imax],
-            "p99.9": tail(nearest_rank(srt, 99.9)), "p99": tail(nearest_rank(srt, 99)),
+            "p99.9": tail(percentile(srt, 99.9)), "p99": tail(percentile(srt, 99)),
             "tail_causes": t.get("summary_tail", [])}
 
 
-def pct(x):
+def pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.0f}%"
 
 
-def owner(sh):
+def owner(sh: JsonObj) -> str:
     """Whose was the max: the guest's main cause, or the host's."""
     if sh["max"] is None:
         return "no excess"
     if sh["max"] >= 0.5 and sh["max_causes"]:
-        return "guest: " + sh["max_causes"][0]["label"]
+        return f"guest: {sh['max_causes'][0]['label']}"
     return "host"
 
 
-def summary_section(doc, w, cells_for_report):
+def summary_section(doc: JsonObj, w: Callable[[str], None], cells_for_report: list[JsonObj]) -> None:
     """The "Whose stalls" section of summary.md."""
     hz = doc.get("tsc_hz") or 0
     cells = [c for c in cells_for_report if c.get("status") == "ok"]
@@ -137,7 +143,7 @@ def summary_section(doc, w, cells_for_report):
       "and the three heaviest in the slowest 1% of samples.\n")
     w("| load | program | config | rep | max | max: guest share, causes | p99.9 guest | p99 guest | slowest 1%: causes |")
     w("|---|---|---|---|---|---|---|---|---|")
-    owners = {"guest": [], "host": []}
+    owners: dict[str, list[tuple[JsonObj, str, JsonObj]]] = {"guest": [], "host": []}
     for c in cells:
         t = c.get("trace") or {}
         if not t.get("traced"):
@@ -158,7 +164,7 @@ def summary_section(doc, w, cells_for_report):
     w("")
     n = len(owners["guest"]) + len(owners["host"])
     if n:
-        kinds = {}
+        kinds: dict[str, int] = {}
         for c, o, sh in owners["guest"]:
             k = sh["max_causes"][0]["label"]
             kinds[k] = kinds.get(k, 0) + 1
@@ -183,15 +189,15 @@ OVERHEAD_METRICS = {"fwq": ("delta_max", "delta_p999", "delta_p99", "delta_media
                     "ctlloop": ("p2p", "p999_abs", "p99_abs", "median_abs")}
 
 
-def overhead(doc):
+def overhead(doc: JsonObj) -> list[tuple[str, ...]]:
     """(load, program, config, metric, traced, untraced, ratio): each the
     mean over the repetitions of --trace-overhead's twin cells."""
-    rows = []
+    rows: list[tuple[str, ...]] = []
     keys = sorted({(c["load"], c["program"], c["config"]) for c in doc["cells"]
                    if c.get("trace_off")})
     for load, prog, cfg in keys:
         for m in OVERHEAD_METRICS[prog]:
-            def mean(off):
+            def mean(off: bool, m: str = m) -> float | None:
                 v = [c["result"]["stats"][m] for c in doc["cells"]
                      if c["status"] == "ok" and c["load"] == load and c["program"] == prog
                      and c["config"] == cfg and bool(c.get("trace_off")) == off]
@@ -203,7 +209,7 @@ def overhead(doc):
     return rows
 
 
-def mark_plot(ax, cell, hz):
+def mark_plot(ax: Axes, cell: JsonObj, hz: float) -> None:
     """Marks the samples whose stall the guest's trace covers (at least half
     of it, in the slowest 1%)."""
     sh = shares(cell, hz) if hz else None
@@ -211,7 +217,7 @@ def mark_plot(ax, cell, hz):
         return
     ex = excess(cell)
     g = [ns * hz / 1e9 for ns in cell["trace"]["guest_ns"]]
-    th = nearest_rank(sorted(ex), 99)
+    th = percentile(sorted(ex), 99)
     idx = [i for i, x in enumerate(ex) if x >= th and x > 0 and g[i] >= 0.5 * x]
     host = [i for i, x in enumerate(ex) if x >= th and x > 0 and g[i] < 0.5 * x]
     s = cell["result"]["samples"]

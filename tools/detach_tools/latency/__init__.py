@@ -1,5 +1,6 @@
 """Wake-up latency of unmodified cyclictest and oslat (rt-tests), plain and
-detached, against the floor of the isolated CPU: issue 4, "What it must show".
+detached, against the floor of the isolated CPU, with the project's
+targets for their ratios.
 
     python3 -m detach_tools latency [--quick] [--rounds N] [--loops N] [--seconds S] [--cpu CPU] [--out DIR]
 
@@ -11,9 +12,12 @@ rounds of four configurations on the measured CPU:
   floor      oslat -c CPU -C HK -f 90: a bare TSC spin loop on CPU at SCHED_FIFO 90
   oslat-det  the same oslat under `detach run -c CPU --select order:2`
 and writes every raw JSON, results.json and summary.md (max, p99, p50 per
-round, worst and median across rounds, the issue's ratios and targets) into
---out.  Root only.  docs/latency.md says how to read it.  Python stdlib only.
+round, worst and median across rounds, the ratios and their targets) into
+--out.  Root only.  docs/latency.md says how to read it.  The standard
+library and psutil only.
 """
+from __future__ import annotations
+
 import argparse
 import json
 import os
@@ -21,21 +25,31 @@ import shutil
 import signal
 import sys
 import time
+from types import FrameType
 
 from .. import paths
-from .run import (CONFIGS, CYC_HIST, DETACH, OSLAT_BUCKETS, Abort, Partition, Runner, die, say,
+from ..errors import ArgumentParser, ToolError, report
+from .run import (CONFIGS, CYC_HIST, DETACH, OSLAT_BUCKETS, Abort, Partition, Runner, Runs, say,
                   system_info, wait_for_quiet)
 from .summary import fmt, summary
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(prog="detach-latency", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> int:
+    try:
+        return run(argv)
+    except ToolError as e:
+        return report(e)
+
+
+def run(argv: list[str] | None) -> int:
+    ncpus = os.cpu_count() or 1
+    ap = ArgumentParser(prog="detach-latency", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 5; --quick 2)")
     ap.add_argument("--loops", type=int, default=None,
                     help="cyclictest wake-ups per run, 1 ms apart (default 10000; --quick 2000)")
     ap.add_argument("--seconds", type=int, default=None,
                     help="oslat test duration per run (default 10; --quick 2)")
-    ap.add_argument("--cpu", type=int, default=os.cpu_count() - 1, help="measured CPU (default: the last)")
+    ap.add_argument("--cpu", type=int, default=ncpus - 1, help="measured CPU (default: the last)")
     ap.add_argument("--out", default=None, help="output directory (default results/latency-<time>)")
     ap.add_argument("--quick", action="store_true", help="a ~30-second smoke run")
     ap.add_argument("--no-wait", action="store_true",
@@ -45,22 +59,25 @@ def main(argv=None):
     a.loops = a.loops or (2000 if a.quick else 10000)
     a.seconds = a.seconds or (2 if a.quick else 10)
     if a.rounds < 1 or a.loops < 100 or a.seconds < 1:
-        die("--rounds >= 1, --loops >= 100 and --seconds >= 1, please")
+        raise ToolError("--rounds, --loops or --seconds too small",
+                        "--rounds >= 1, --loops >= 100 and --seconds >= 1, please", 2)
     if os.geteuid() != 0:
-        die("needs root (detach isolate, SCHED_FIFO 90, the cpuset tasks files)")
-    if os.cpu_count() < 2 or not 0 <= a.cpu < os.cpu_count():
-        die(f"CPU {a.cpu} is not a CPU of this {os.cpu_count()}-CPU machine, or there is no other")
-    for tool in ("cyclictest", "oslat", "pgrep", "sh"):
+        raise ToolError("detach-latency needs root (detach isolate, SCHED_FIFO 90, the cpuset tasks files)",
+                        "run it as root")
+    if ncpus < 2 or not 0 <= a.cpu < ncpus:
+        raise ToolError(f"CPU {a.cpu} is not a CPU of this {ncpus}-CPU machine, or there is no other",
+                        "--cpu names the measured CPU; another one must stay for housekeeping", 2)
+    for tool in ("cyclictest", "oslat", "sh"):
         if not shutil.which(tool):
-            die(f"{tool} not found", "tools/install-deps.sh (apt package rt-tests)")
+            raise ToolError(f"{tool} not found", "tools/install-deps.sh (apt package rt-tests)")
     if not os.access(DETACH, os.X_OK):
-        die(f"{DETACH} not found", "run make first")
+        raise ToolError(f"{DETACH} not found", "run make first")
     a.out = os.path.abspath(a.out or os.path.join(paths.results_base(), "latency-" + time.strftime("%Y%m%d-%H%M%S")))
     os.makedirs(a.out, exist_ok=True)
     if not a.no_wait:
         wait_for_quiet(40 * 60)
 
-    def on_signal(sig, _frame):
+    def on_signal(sig: int, _frame: FrameType | None) -> None:
         raise Abort(signal.Signals(sig).name)
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
@@ -68,7 +85,7 @@ def main(argv=None):
     part = Partition(a.cpu)
     info_before = system_info(a, "before")
     runner = Runner(a, part, None)
-    runs = {}
+    runs: Runs = {}
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     t0 = time.monotonic()
     try:
@@ -77,7 +94,7 @@ def main(argv=None):
                           if part.made else f"{part.dir}, existing (used as found, left)")
         info_during = system_info(a, "during")
         # oslat's main thread (-C): the first CPU outside the partition
-        runner.hk = info_before["hk"] = min(set(range(os.cpu_count())) - part.cpus())
+        runner.hk = info_before["hk"] = min(set(range(ncpus)) - part.cpus())
         for rnd in range(1, a.rounds + 1):
             k = (rnd - 1) % len(CONFIGS)
             for cfg in CONFIGS[k:] + CONFIGS[:k]:                 # interleaved, rotated
@@ -90,9 +107,7 @@ def main(argv=None):
                     ("  NOT DETACHED" if rec.get("detached") is False else ""))
     except Abort as e:
         say(f"interrupted by {e}; restoring and stopping")
-        sys.exit(130)
-    except RuntimeError as e:
-        die(str(e))
+        return 130
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)      # the undo must not be cut short
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -114,7 +129,7 @@ def main(argv=None):
     print(text)
     say(f"{time.monotonic() - t0:.0f} s; summary in {a.out}/summary.md")
     bad = any("error" in r or r.get("detached") is False for r in runs.values())
-    sys.exit(1 if bad else 0)
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

@@ -1,18 +1,24 @@
 """Pure parsers of what the latency run leaves: cyclictest's and oslat's
 JSON, `detach run --stats`.  No side effects: testable on stored files."""
-import json
+from __future__ import annotations
 
+from collections.abc import Mapping
+
+from .. import runstats
+from ..files import JsonObj, load_json
 from ..stats import hist_percentile
 
 
-def parse_cyclictest(path, loops):
-    d = json.load(open(path))
+def parse_cyclictest(path: str, loops: int) -> JsonObj:
+    """The latency figures (us) of a cyclictest --json file, an "error"
+    when it ran fewer than loops wake-ups."""
+    d = load_json(path)
     t = d["thread"]["0"]
     unit_ns = d.get("resolution_in_ns", 0) == 1
     scale = 1e-3 if unit_ns else 1.0                     # to us
     hist = {int(k): v for k, v in t.get("histogram", {}).items()}
     n = t["cycles"]
-    r = {"samples": n, "binned": sum(hist.values()),
+    r: JsonObj = {"samples": n, "binned": sum(hist.values()),
          "max": t["max"] * scale, "min": t["min"] * scale, "avg": t["avg"] * scale}
     for p in (50, 99):
         v = hist_percentile(hist, n, p)
@@ -22,7 +28,7 @@ def parse_cyclictest(path, loops):
     return r
 
 
-def waiter_percentile(hist, duration_us, p):
+def waiter_percentile(hist: Mapping[int, int], duration_us: float, p: float) -> float | None:
     """The floor as a waiter sees it: the lateness of a wake-up due at a
     random instant of the spin loop's run.  An instant inside a gap of length
     g is late by the rest of the gap, so P(late > x) = sum over gaps g > x of
@@ -33,7 +39,7 @@ def waiter_percentile(hist, duration_us, p):
     if duration_us <= 0:
         return None
 
-    def tail(x):
+    def tail(x: float) -> float:
         return sum(c * (g - x) for g, c in gaps if g > x) / duration_us
     lo, hi = 0.0, max([g for g, _ in gaps] + [1.0])
     if tail(1.0) <= (100 - p) / 100:
@@ -44,13 +50,14 @@ def waiter_percentile(hist, duration_us, p):
     return hi
 
 
-def parse_oslat(path):
-    d = json.load(open(path))
+def parse_oslat(path: str) -> JsonObj:
+    """The figures (us) of an oslat --json file, the waiter's view beside."""
+    d = load_json(path)
     t = d["thread"]["0"]
     # bucket "k" counts gaps in [k-1, k) us; the last one also every longer gap
     hist = {int(k): v for k, v in t["histogram"].items()}
     n = sum(hist.values())
-    r = {"samples": n, "max": float(t["max"]), "min": float(t["min"]), "avg": float(t["avg"]),
+    r: JsonObj = {"samples": n, "max": float(t["max"]), "min": float(t["min"]), "avg": float(t["avg"]),
          "duration_s": t.get("duration"), "cpu_mhz": t.get("freq"),
          "last_bucket": hist.get(max(hist), 0) if hist else 0}
     for p in (50, 99):
@@ -60,19 +67,20 @@ def parse_oslat(path):
     return r
 
 
-def _switches(t):
+def _switches(t: JsonObj) -> str:
     return (f"{t.get('forwarded')} forwarded, {t.get('voluntary_ctxt_switches')} voluntary / "
             f"{t.get('nonvoluntary_ctxt_switches')} involuntary switches")
 
 
-def detached_evidence(stats_path, cpu, kind, loops):
+def detached_evidence(stats_path: str, cpu: int, kind: str,
+                      loops: int) -> tuple[bool, str, JsonObj | None]:
     """Was the measuring thread really detached?  From `detach run --stats`:
-    (True, why) or (False, why)."""
+    (True, why, statistics) or (False, why, statistics or None)."""
     try:
-        st = json.load(open(stats_path))
+        st = runstats.read(stats_path)
     except (OSError, ValueError) as e:
         return False, f"no statistics from detach run ({e})", None
-    on = [t for t in st.get("threads", []) if t.get("cpu") == cpu]
+    on = runstats.threads_on(st, cpu)
     if kind == "cyclictest":
         ok = [t for t in on if t.get("syscalls", {}).get("clock_nanosleep", 0) >= loops
               and t.get("emulated", 0) >= loops]

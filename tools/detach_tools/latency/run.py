@@ -1,6 +1,9 @@
 """Running the latency configurations: the partition, one run of one
 configuration (its command line, where it starts, its limits), the system
 state recorded beside."""
+from __future__ import annotations
+
+import argparse
 import os
 import platform
 import shlex
@@ -11,7 +14,10 @@ import time
 
 from .. import paths
 from ..cpus import parse_cpulist
-from ..partition import PARTITION, PARTITION_HK, cpuset_root, read as read_or
+from ..errors import ToolError
+from ..files import JsonObj, read_text
+from ..partition import PARTITION, PARTITION_HK, cpuset_root
+from ..procs import matching
 from .parse import detached_evidence, parse_cyclictest, parse_oslat
 
 DETACH = paths.detach_bin()
@@ -26,42 +32,36 @@ OSLAT_BUCKETS = 1024             # oslat -b: 1-us buckets up to 1 ms (the maximu
 
 CONFIGS = ("plain", "detached", "floor", "oslat-det")
 
+# Every run's record by (configuration, round).
+Runs = dict[tuple[str, int], JsonObj]
+
 
 class Abort(Exception):
     """SIGINT or SIGTERM: unwind through every finally."""
 
 
-def die(msg, note=None):
-    print(f"latency: error: {msg}", file=sys.stderr)
-    if note:
-        print(f"  NOTE: {note}", file=sys.stderr)
-    sys.exit(1)
-
-
-def say(msg):
+def say(msg: str) -> None:
     print(f"latency: {msg}", file=sys.stderr, flush=True)
 
 
-def read(path, default=None):
-    v = read_or(path)
-    if v is not None:
-        return v
-    return default if default is not None else "unreadable"
+def read(path: str, default: str = "unreadable") -> str:
+    """A file's text, stripped, or default ("unreadable")."""
+    return read_text(path, default)
 
 
-def other_benchmarks():
-    # `detach bench` runs `python -m detach_tools bench`; detach-bench is the console script.
-    r = subprocess.run(["pgrep", "-f", "detach_tools bench|detach-bench"], stdout=subprocess.PIPE, text=True)
-    return r.stdout.split()
+def other_benchmarks() -> list[str]:
+    """The pids of running benchmarks: `detach bench` runs `python -m
+    detach_tools bench`, detach-bench is the console script."""
+    return [str(p) for p in matching("detach_tools bench|detach-bench")]
 
 
-def wait_for_quiet(max_s, poll_s=30):
+def wait_for_quiet(max_s: int, poll_s: int = 30) -> None:
     """Another engineer's `make bench` uses the same CPU and partition."""
     t0 = time.monotonic()
     while other_benchmarks():
         if time.monotonic() - t0 > max_s:
-            die(f"detach bench is still running after {max_s // 60} minutes",
-                "wait for it to finish, or pass --no-wait at your own risk")
+            raise ToolError(f"detach bench is still running after {max_s // 60} minutes",
+                            "wait for it to finish, or pass --no-wait at your own risk")
         say(f"detach bench is running (pid {' '.join(other_benchmarks())}); "
             f"waiting, polling every {poll_s} s")
         time.sleep(poll_s)
@@ -71,26 +71,26 @@ class Partition:
     """The `detach isolate` partition: used if it exists (and left), made and
     undone (on every exit path) if not."""
 
-    def __init__(self, cpu):
+    def __init__(self, cpu: int) -> None:
         self.cpu, self.made = cpu, False
-        self.kind, self.mnt = cpuset_root()
+        self.kind, self.mnt = cpuset_root()[0], cpuset_root()[1]
         if self.kind != "v1":
-            die(f"the cpuset controller is {'on cgroup v2' if self.kind else 'not mounted'}; "
+            raise ToolError(f"the cpuset controller is {'on cgroup v2' if self.kind else 'not mounted'}; "
                 "this script knows the cgroup v1 layout only (src/lib/partition.h)",
                 "on v2, where the process is placed decides which CPUs its threads may pin to: "
                 "see docs/latency.md")
         self.dir = f"{self.mnt}/{PARTITION}"
 
-    def exists(self):
+    def exists(self) -> bool:
         return os.path.isdir(self.dir)
 
-    def cpus(self):
+    def cpus(self) -> set[int]:
         return parse_cpulist(read(f"{self.dir}/cpuset.cpus", ""))
 
-    def enter(self):
+    def enter(self) -> None:
         if self.exists():
             if self.cpu not in self.cpus():
-                die(f"a detach partition exists on CPUs {read(self.dir + '/cpuset.cpus')}, "
+                raise ToolError(f"a detach partition exists on CPUs {read(self.dir + '/cpuset.cpus')}, "
                     f"not on CPU {self.cpu}", "use --cpu with one of those, or 'detach isolate --undo'")
             say(f"using the existing partition {self.dir} (left as it is)")
             return
@@ -99,9 +99,10 @@ class Partition:
         r = subprocess.run([DETACH, "isolate", "-c", str(self.cpu)],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if r.returncode:
-            raise RuntimeError(f"detach isolate -c {self.cpu} failed:\n{r.stdout.strip()}")
+            raise ToolError(f"detach isolate -c {self.cpu} failed: {r.stdout.strip()}",
+                            "'detach isolate --undo' clears a half-made partition")
 
-    def leave(self):
+    def leave(self) -> None:
         if self.made:
             self.made = False
             say("detach isolate --undo")
@@ -112,7 +113,7 @@ class Partition:
                 print(r.stdout, file=sys.stderr)
                 say("WARNING: 'detach isolate --undo' failed; run it again by hand")
 
-    def join(self, where):
+    def join(self, where: str) -> str:
         """Shell command that moves the shell ($$) into a cpuset before it
         execs the measurement: 'partition' (only the isolated CPUs),
         'hk' (detach-hk: the housekeeping CPUs) or 'root' (every CPU)."""
@@ -121,7 +122,7 @@ class Partition:
         return f"echo $$ > {path}"
 
 
-def loc_interrupts(cpu):
+def loc_interrupts(cpu: int) -> int | None:
     """Local timer interrupts on cpu so far (/proc/interrupts LOC)."""
     for line in read("/proc/interrupts", "").splitlines():
         f = line.split()
@@ -131,11 +132,11 @@ def loc_interrupts(cpu):
 
 
 class Runner:
-    def __init__(self, a, part, hk):
+    def __init__(self, a: argparse.Namespace, part: Partition, hk: int | None) -> None:
         self.a, self.part, self.hk = a, part, hk
-        self.child = None
+        self.child: subprocess.Popen[bytes] | None = None
 
-    def command(self, cfg, base):
+    def command(self, cfg: str, base: str) -> list[str]:
         cpu, a = str(self.a.cpu), self.a
         if cfg in ("plain", "detached"):
             prog = ["cyclictest", "-m", "-p", "90", "-a", cpu, "-t", "1", "-i", str(INTERVAL_US),
@@ -164,12 +165,12 @@ class Runner:
         q = " ".join(shlex.quote(x) for x in prog)
         return ["sh", "-c", f"{self.part.join(where)} && exec {q}"]
 
-    def run(self, cfg, rnd):
+    def run(self, cfg: str, rnd: int) -> JsonObj:
         base = os.path.join(self.a.out, f"{cfg}.r{rnd}")
         cmd = self.command(cfg, base)
         limit = 60 + 3 * (self.a.loops * INTERVAL_US / 1e6 if cfg in ("plain", "detached")
                           else self.a.seconds + 2)
-        rec = {"config": cfg, "round": rnd, "cmd": cmd[2], "raw": os.path.basename(base) + ".json"}
+        rec: JsonObj = {"config": cfg, "round": rnd, "cmd": cmd[2], "raw": os.path.basename(base) + ".json"}
         if not self.part.exists():
             rec["error"] = "the partition disappeared (someone ran 'detach isolate --undo')"
             return rec
@@ -214,7 +215,7 @@ class Runner:
                 say(f"NOT DETACHED: {cfg} round {rnd}: {why}")
         return rec
 
-    def kill(self):
+    def kill(self) -> None:
         p = self.child
         if p and p.poll() is None:
             for sig, wait in ((signal.SIGTERM, 3), (signal.SIGKILL, 3)):
@@ -226,11 +227,11 @@ class Runner:
                     pass
 
 
-def system_info(a, phase):
-    info = {"sched_rt_runtime_us": read(RT_RUNTIME), "sched_rt_period_us":
+def system_info(a: argparse.Namespace, phase: str) -> JsonObj:
+    info: JsonObj = {"sched_rt_runtime_us": read(RT_RUNTIME), "sched_rt_period_us":
             read("/proc/sys/kernel/sched_rt_period_us")}
     if phase == "before":
-        cfg = {}
+        cfg: dict[str, str] = {}
         try:
             out = subprocess.run(["zcat", "/proc/config.gz"], stdout=subprocess.PIPE,
                                  stderr=subprocess.DEVNULL, text=True).stdout

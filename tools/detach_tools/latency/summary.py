@@ -1,11 +1,21 @@
 """The latency run's Markdown summary: per-round values, worst and median
-across rounds, the issue's ratios and their verdicts."""
+across rounds, the ratios, their targets and the verdicts."""
+from __future__ import annotations
+
+import argparse
 import statistics
 import sys
+from typing import Optional, Union
 
-from .run import CONFIGS, CYC_HIST, INTERVAL_US, OSLAT_BUCKETS
+from ..files import JsonObj
+from .run import CONFIGS, CYC_HIST, INTERVAL_US, OSLAT_BUCKETS, Runs
 
-RATIO_TARGETS = {    # issue 4: name -> (numerator, denominator, metric(s), op, bound)
+# A ratio: numerator and denominator configuration, the metric (or the
+# numerator's and the denominator's), the comparison with the target and
+# the target (None, None: reported only).
+Ratio = tuple[str, str, Union[str, tuple[str, str]], Optional[str], Optional[float]]
+
+RATIO_TARGETS: dict[str, Ratio] = {    # the project's targets
     "detached / floor, max": ("detached", "floor", "max", "<=", 1.5),
     "detached / floor, p99": ("detached", "floor", "p99", "<=", 1.5),
     "detached / floor, p99 (floor as a waiter)": ("detached", "floor", ("p99", "waiter_p99"), "<=", 1.5),
@@ -16,7 +26,7 @@ RATIO_TARGETS = {    # issue 4: name -> (numerator, denominator, metric(s), op, 
 }
 
 
-def fmt(v, nd=2):
+def fmt(v: float | str | None, nd: int = 2) -> str:
     if v is None:
         return "overflow"
     if isinstance(v, str):
@@ -24,9 +34,12 @@ def fmt(v, nd=2):
     return f"{v:.{nd}f}" if v < 100 else f"{v:.0f}"
 
 
-def aggregate(runs, cfg, metric, nrounds):
+def aggregate(runs: Runs, cfg: str, metric: str,
+              nrounds: int) -> tuple[list[float | str | None], float | None, float | None, str | None]:
     """(per-round values or reason strings, worst, median, why-no-number)."""
-    cells, vals, bad = [], [], None
+    cells: list[float | str | None] = []
+    vals: list[float] = []
+    bad: str | None = None
     for r in range(1, nrounds + 1):
         rec = runs.get((cfg, r))
         if rec is None:
@@ -50,10 +63,11 @@ def aggregate(runs, cfg, metric, nrounds):
     return cells, max(vals), statistics.median(vals), None
 
 
-def summary(a, runs, info_before, info_during, partition_note, started, finished):
-    L = []
+def summary(a: argparse.Namespace, runs: Runs, info_before: JsonObj, info_during: JsonObj,
+            partition_note: str, started: str, finished: str) -> str:
+    L: list[str] = []
     w = L.append
-    w(f"# Wake-up latency: cyclictest and oslat, plain vs detached vs floor (issue 4)\n")
+    w("# Wake-up latency: cyclictest and oslat, plain vs detached vs floor\n")
     w(f"- Command: `{' '.join(sys.argv)}`")
     w(f"- {started} to {finished}; {a.rounds} interleaved rounds on CPU {a.cpu} "
       f"(order rotated every round); raw JSON in `{a.out}`")
@@ -90,7 +104,7 @@ def summary(a, runs, info_before, info_during, partition_note, started, finished
     head = " | ".join(f"r{r}" for r in range(1, a.rounds + 1))
     w(f"| configuration | metric | {head} | worst | median |")
     w("|---|---|" + "---:|" * (a.rounds + 2))
-    agg = {}
+    agg: dict[tuple[str, str], tuple[float | None, float | None, str | None]] = {}
     for cfg in CONFIGS:
         extra = ("waiter_p99", "waiter_p50") if cfg in ("floor", "oslat-det") else ()
         for metric in ("max", "p99", "p50") + extra:
@@ -113,12 +127,12 @@ def summary(a, runs, info_before, info_during, partition_note, started, finished
     w("## Ratios within this run\n")
     w("| ratio | on worst | on median | target | verdict |")
     w("|---|---:|---:|---|---|")
-    verdicts = []
-    for name, (num, den, metric, op, bound) in RATIO_TARGETS.items():
-        nmetric, dmetric = metric if isinstance(metric, tuple) else (metric, metric)
+    verdicts: list[str] = []
+    for name, (num, den, metrics, op, bound) in RATIO_TARGETS.items():
+        nmetric, dmetric = metrics if isinstance(metrics, tuple) else (metrics, metrics)
         nw, nm, nb = agg[(num, nmetric)]
         dw, dm, db = agg[(den, dmetric)]
-        if nb or db:
+        if nb or db or nw is None or nm is None:
             w(f"| {name} | -- | -- | {op or ''} {bound or 'none (reported)'} | "
               f"no number: {nb or db} |")
             if bound:
@@ -129,7 +143,10 @@ def summary(a, runs, info_before, info_during, partition_note, started, finished
         if bound is None:
             w(f"| {name} | {rw:.2f} | {rm:.2f} | none (reported) | |")
             continue
-        good = (lambda x: x <= bound) if op == "<=" else (lambda x: x >= bound)
+        target = bound
+
+        def good(x: float) -> bool:
+            return x <= target if op == "<=" else x >= target
         if good(rw) and good(rm):
             v = "met"
         else:
@@ -142,7 +159,7 @@ def summary(a, runs, info_before, info_during, partition_note, started, finished
         w("**Targets missed:**\n")
         L.extend(f"- {v}" for v in verdicts)
     else:
-        w("All of the issue's targets are met, on the worst and on the median round.")
+        w("All of the targets are met, on the worst and on the median round.")
     w("")
     w("Notes: ratios divide values measured in this one interleaved run only. oslat's values "
       "are whole microseconds (upper bucket edges), cyclictest's are ns shown in us. oslat's own "

@@ -41,14 +41,8 @@ check_detached() {
 	[ "$pcpu" != 1 ] || t_fail "$what: the proxy ran on the detached CPU"
 	# every other thread (proxy, MPI's progress and PMIx threads) off CPU 1
 	while read -r _ tid _ allowed; do
-		python3 - "$allowed" <<'PY' || t_fail "$what: rank $2's thread $tid may run on CPU 1 ($allowed)"
-import sys
-cpus = set()
-for part in sys.argv[1].split(","):
-    a, _, b = part.partition("-")
-    cpus.update(range(int(a), int(b or a) + 1))
-sys.exit(1 in cpus)
-PY
+		cpus=$(t_cpus_of "$allowed") || t_fail "$what: rank $2's thread $tid: a CPU list '$allowed'"
+		! grep -qx 1 <<<"$cpus" || t_fail "$what: rank $2's thread $tid may run on CPU 1 ($allowed)"
 	done < <(grep '^thread ' "$f")
 }
 

@@ -166,12 +166,11 @@ t_need_isolation() {
 	T_CLEANUP='"$DETACH" isolate --undo >/dev/null 2>&1'   # whatever happens
 }
 
-# The CPUs of a list, one a line.
-t_cpus_of() { python3 -c '
+# The CPUs of a list, one a line (the tools' parser, tools/detach_tools/cpus.py).
+t_cpus_of() { PYTHONPATH=$ROOT/tools python3 -c '
 import sys
-for part in sys.argv[1].split(","):
-    a, _, b = part.partition("-")
-    for c in range(int(a), int(b or a) + 1): print(c)' "$1"; }
+from detach_tools.cpus import parse_cpulist
+print(*sorted(parse_cpulist(sys.argv[1])), sep="\n")' "$1"; }
 
 # Every control file isolate may write, "path=value", sorted; plus the list
 # of cgroup directories.

@@ -1,4 +1,5 @@
-/* evlat: event-response latency, seed 003 section 4 (L4RTL) on detach
+/* evlat: event-response latency, the experiment of section 4 of the L4RTL
+ * paper (docs/rtl.md) on detach
  * (`detach bench --program evlat`, docs/bench.md).
  *
  * A ringer on a housekeeping CPU sleeps a random 2 to 30 ms, stamps the TSC
@@ -8,7 +9,7 @@
  * Receivers:
  *   same       a detached thread of the ringer's process in dt_bell_wait
  *   process    a detached thread of another process (an RT task in its own
- *              address space) in dt_bell_wait: seed 003's question
+ *              address space) in dt_bell_wait: the L4RTL paper's question
  *   executive  an RT thread under detach-rtl's executive in rtl_bell_wait, in
  *              an RT task of its own (bench/evlat_rt.c, an RTLinux program
  *              using the public API, started for each block)

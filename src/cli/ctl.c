@@ -1,4 +1,4 @@
-/* detach ctl: mounts and unmounts the paper's control files (seed 002,
+/* detach ctl: mounts and unmounts the paper's control files (section
  * III-B-4), which ctl_fs.c serves with FUSE; docs/pid.md.
  *
  * Mounting changes the system: directories may be made for the mount

@@ -1,4 +1,4 @@
-/* detach ctl: the paper's control files (seed 002, III-B-4) served with
+/* detach ctl: the paper's control files (section III-B-4) served with
  * FUSE.  ctl.c mounts and unmounts, ctl_fs.c answers the files. */
 #ifndef DETACH_CLI_CTL_H
 #define DETACH_CLI_CTL_H

@@ -1,5 +1,5 @@
-/* detach pid: detach a thread of a program that is already running (seed
- * 002, III-B-4: the paper writes a pid to a control file), or attach it
+/* detach pid: detach a thread of a program that is already running
+ * (the paper's section III-B-4: it writes a pid to a control file), or attach it
  * again.  The command line; the work is pid_op.c's (ptrace, remote.c).
  */
 #include "cli/cli.h"

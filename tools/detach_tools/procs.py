@@ -50,8 +50,11 @@ def procs_in_groups(pgids: Iterable[int]) -> list[tuple[int, str]]:
 
 
 def descendants(pid: int) -> set[int]:
-    """pid and every live process below it."""
-    return _below(_alive(), {pid})
+    """pid and every process below it."""
+    try:
+        return {pid} | {p.pid for p in psutil.Process(pid).children(recursive=True)}
+    except psutil.NoSuchProcess:
+        return {pid}
 
 
 def cpus_allowed(pid: int) -> set[int] | None:

@@ -58,6 +58,13 @@ class Load:
         hk = format_cpulist(self.hk)
         p = subprocess.Popen(["taskset", "-c", hk] + cmd, start_new_session=True,
                              stdin=subprocess.DEVNULL, **kw)
+        # taskset confines it only once it runs: until then the child has
+        # this process's CPUs, and a check right after the start would find
+        # it outside.  Confined here, it is so before spawn returns.
+        try:
+            os.sched_setaffinity(p.pid, self.hk)
+        except ProcessLookupError:
+            pass
         self.procs.append(p)
         self.commands.append(cmd)
         return p

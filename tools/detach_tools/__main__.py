@@ -20,6 +20,22 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(USAGE)
         return 0 if argv else EXIT_USAGE
     tool, rest = argv[0], argv[1:]
+    try:
+        run = load(tool)
+    except ModuleNotFoundError as e:
+        if e.name != "psutil":
+            raise
+        error("the Python module psutil is missing (the tools' one dependency)",
+              "run 'make deps' in a checkout; elsewhere 'apt-get install python3-psutil' or 'pip install psutil'")
+        return 1
+    if run is None:
+        error(f"unknown tool '{tool}'", "choose bench, scale, latency, fwdcost or spawncost")
+        return EXIT_USAGE
+    return run(rest)
+
+
+def load(tool: str) -> Callable[[list[str]], int] | None:
+    """The main() of a tool, None for an unknown one."""
     run: Callable[[list[str]], int]
     if tool == "bench":
         from .bench.cli import main as run
@@ -32,9 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     elif tool == "spawncost":
         from .spawncost import main as run
     else:
-        error(f"unknown tool '{tool}'", "choose bench, scale, latency, fwdcost or spawncost")
-        return EXIT_USAGE
-    return run(rest)
+        return None
+    return run
 
 
 if __name__ == "__main__":

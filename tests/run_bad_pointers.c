@@ -262,6 +262,13 @@ int main(int argc, char **argv)
 	out = open_memstream(&text, &len);
 	/* 1. with the default actions */
 	table(out, "default", skip_page0);
+	/* clone3 with a stack but no size: EINVAL before anything is written
+	 * there (a read-only page) */
+	struct clone_args ca = { .exit_signal = SIGCHLD, .stack = (uintptr_t)ptr[K_RO] + 512 };
+	long r = syscall(SYS_clone3, &ca, sizeof(ca));
+	if (r == 0)
+		_exit(0);
+	fprintf(out, "clone3 stack without size: %ld\n", r < 0 ? -errno : r);
 	/* 2. the program's own handlers, on its alternate stack */
 	stack_t ss = { .ss_sp = altstack, .ss_size = sizeof(altstack) };
 	t_check(sigaltstack(&ss, NULL) == 0, "sigaltstack: %s", strerror(errno));

@@ -112,6 +112,11 @@ long do_clone(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 		 * page 0, which it would read) */
 		if (copy_from_user(&ca, (const void *)a[0], 64))
 			return user_page0((void *)a[0]) ? -EFAULT : local_call(t, nr, a);
+		/* a stack without a size or a size without a stack: the kernel
+		 * says EINVAL (clone3_stack_valid) before anything is made, and
+		 * nothing may be written there first */
+		if (!ca.stack != !ca.stack_size)
+			return local_call(t, nr, a);
 		flags = ca.flags;
 		if (ca.stack)
 			stack = (uintptr_t)(ca.stack + ca.stack_size);

@@ -54,6 +54,16 @@ static bool ours(long fd)
 	return fd >= 0 && sys_call2(SYS_fstat, fd, &st) == 0 && st.st_dev == locks_dev && st.st_ino == locks_ino;
 }
 
+bool claims_fd_is(long fd)
+{
+	return locks_fd >= 0 && (int)fd == locks_fd;
+}
+
+long claims_fd_in(unsigned lo, unsigned hi)
+{
+	return locks_fd >= 0 && (unsigned long)locks_fd >= lo && (unsigned long)locks_fd <= hi ? locks_fd : -1;
+}
+
 static long fcntl_lock(int cmd, struct flock *fl)
 {
 	return sys_call3(SYS_fcntl, locks_fd, cmd, fl);

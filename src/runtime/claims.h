@@ -34,6 +34,10 @@ void claims_fork_child(void) DT_HIDDEN;
  * claims_exec_failed(fd) closes it on exec again.  Raw calls. */
 long claims_pass_on(void) DT_HIDDEN;
 void claims_exec_failed(long fd) DT_HIDDEN;
+/* The runtime's descriptor is fd; the one in [lo, hi], or -1 (signals.c:
+ * a program's close and close_range leave it open). */
+bool claims_fd_is(long fd) DT_HIDDEN;
+long claims_fd_in(unsigned lo, unsigned hi) DT_HIDDEN;
 #define CLAIMS_ENV_MAX 40     /* "DETACH_CLAIMS=N" */
 
 #endif

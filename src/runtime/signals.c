@@ -1,6 +1,7 @@
 /* A detached thread's signal state: its handlers' returns, actions (SIGSYS
  * is the runtime's), mask, alternate stack, and signals it sends itself. */
 #include "runtime/signals.h"
+#include "runtime/claims.h"
 #include "runtime/stack.h"
 #include "runtime/config.h"
 #include "runtime/sud.h"
@@ -442,9 +443,37 @@ bool sigfd_in_fdset(const void *set, long nfds)
  * be, then the record follows. */
 long do_fd_track(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
-	long ret;
+	long ret = -1;
 
 	(void)uc;
+	/* The runtime's own descriptor (claims.c) stays open: natively it does
+	 * not exist, so closing it alone says EBADF, and a range over every
+	 * descriptor (the close-all idiom) closes all but it.  Other threads'
+	 * calls are not seen: docs/runtime.md. */
+	if (nr == SYS_close && claims_fd_is(a[0]))
+		return -EBADF;
+	if (nr == SYS_close_range) {
+		/* CLOSE_RANGE_UNSHARE: the calling thread's own descriptor table,
+		 * as unshare(CLONE_FILES): the first part made runs on the thread
+		 * with the proxy made again from it (proxy.c), the rest on that
+		 * new proxy, which shares the new table */
+		long fd = (unsigned)a[2] & 4 /* CLOSE_RANGE_CLOEXEC */ ? -1 : claims_fd_in((unsigned)a[0], (unsigned)a[1]);
+		long part[2][6] = { { a[0], fd >= 0 ? fd - 1 : a[1], a[2] }, { fd + 1, a[1], a[2] } };
+		long flags = a[2];
+
+		ret = 0;
+		for (int i = 0; i < (fd >= 0 ? 2 : 1) && !ret; i++) {
+			if (fd >= 0 && (unsigned long)part[i][0] > (unsigned long)part[i][1])
+				continue;       /* empty: the runtime's descriptor was its end */
+			part[i][2] = flags;
+			ret = (flags & 2) ? proxy_renewed_around(t, nr, part[i]) : forward(t, nr, part[i]);
+			flags &= ~2l;
+		}
+		if (ret == 0 && !(a[2] & 4))
+			for (unsigned long f = (unsigned long)a[0]; f <= (unsigned long)a[1] && f < SIGFD_MAX; f++)
+				sigfd_set((long)f, false);
+		return ret;
+	}
 	if (nr == SYS_epoll_ctl && sigfd_is(a[2]) && a[1] != 2 /* EPOLL_CTL_DEL */) {
 		/* marked first: a waiter on the set must run here from now on */
 		sigfd_set(a[0], true);
@@ -459,11 +488,6 @@ long do_fd_track(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 		break;
 	case SYS_close:
 		sigfd_set(a[0], false);      /* closed even when it fails (EINTR) */
-		break;
-	case SYS_close_range:
-		if (ret == 0 && !(a[2] & 4 /* CLOSE_RANGE_CLOEXEC */))
-			for (unsigned long fd = (unsigned long)a[0]; fd <= (unsigned long)a[1] && fd < SIGFD_MAX; fd++)
-				sigfd_set((long)fd, false);
 		break;
 	case SYS_dup:
 	case SYS_dup2:

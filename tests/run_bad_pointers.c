@@ -8,7 +8,8 @@
  * recorded natively first and compared detached.  And the program's own
  * faults stay its own: its SIGSEGV and SIGBUS handlers see them (with the
  * kernel's si_code and si_addr, on the alternate stack it asked for) and
- * never the runtime's; without a handler, a fault kills with SIGSEGV. */
+ * never the runtime's; without a handler, a fault kills with SIGSEGV; an
+ * ignored SIGSEGV stays ignored across execve. */
 #include "helpers/t_detach.h"
 
 #include <linux/sched.h>
@@ -233,6 +234,13 @@ int main(int argc, char **argv)
 	size_t len = 0;
 	bool skip_page0;
 
+	if (argc > 1 && !strcmp(argv[1], "exec-ign")) {
+		/* the image after an execve made with SIGSEGV ignored */
+		struct sigaction now;
+		t_check(sigaction(SIGSEGV, NULL, &now) == 0 && now.sa_handler == SIG_IGN,
+			"SIGSEGV's action after execve: %p, want SIG_IGN (kept across exec)", (void *)now.sa_handler);
+		return t_done();
+	}
 	if (!expect) {
 		int fd = mkstemp(expect_path);
 		t_check(fd >= 0, "mkstemp: %s", strerror(errno));
@@ -297,6 +305,11 @@ int main(int argc, char **argv)
 	if (t_native()) {
 		FILE *f = fopen(expect, "w");
 		t_check(f && fputs(text, f) >= 0 && fclose(f) == 0, "cannot write %s", expect);
+		if (t_failures)
+			return t_done();
+		signal(SIGSEGV, SIG_IGN);
+		execl("/proc/self/exe", argv[0], "exec-ign", (char *)NULL);
+		t_check(0, "execl: %s", strerror(errno));
 		return t_done();
 	}
 	/* detached: line by line against the native run's */
@@ -317,5 +330,11 @@ int main(int argc, char **argv)
 	if (f)
 		fclose(f);
 	unlink(expect);
+	if (t_failures)
+		return t_done();
+	/* last: an ignored SIGSEGV stays ignored across execve */
+	signal(SIGSEGV, SIG_IGN);
+	execl("/proc/self/exe", argv[0], "exec-ign", (char *)NULL);
+	t_check(0, "execl: %s", strerror(errno));
 	return t_done();
 }

@@ -9,6 +9,7 @@
 #include "runtime/cputime.h"
 #include "runtime/sandbox.h"
 #include "runtime/sched.h"
+#include "runtime/signals.h"
 #include "runtime/uaccess.h"
 #include "lib/contract.h"
 #include "lib/elf.h"
@@ -291,8 +292,10 @@ long env_execve(long nr, long a[6])
 	out[at] = NULL;
 	memcpy(b, a, sizeof(b));
 	b[nr == SYS_execve ? 2 : 3] = (long)out;
+	signal_fault_exec(true);
 	ret = sys_call6(nr, b[0], b[1], b[2], b[3], b[4], b[5]);
 	/* only reached when exec failed */
+	signal_fault_exec(false);
 	if (fd >= 0)
 		sys_call1(SYS_close, fd);
 	claims_exec_failed(claims);

@@ -107,6 +107,25 @@ int signal_fault_install(void)
 	return 0;
 }
 
+/* execve keeps an ignored action and resets a handled one: the program's
+ * SIG_IGN goes to the kernel for the exec (the new image's runtime takes
+ * it as the program's), ours comes back if the exec fails. */
+void signal_fault_exec(bool before)
+{
+	static const int sigs[2] = { SIGSEGV, SIGBUS };
+	struct ksigaction k;
+
+	for (int i = 0; i < 2; i++) {
+		if (app_fault[i].handler != SIG_IGN)
+			continue;
+		if (before)
+			k = app_fault[i];
+		else
+			fault_action(&app_fault[i], &k);
+		sys_call4(SYS_rt_sigaction, sigs[i], &k, NULL, 8);
+	}
+}
+
 /* rt_sigaction of a signal whose action the runtime keeps (SIGSYS,
  * SIGTRAP in rewrite mode, SIGSEGV, SIGBUS): the program's wish is kept in
  * app and answered from there, in the kernel's order (act read, the

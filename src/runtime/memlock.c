@@ -44,6 +44,15 @@ __attribute__((noinline)) static uintptr_t prefault_stack(uintptr_t *top)
 		}
 		pthread_attr_destroy(&attr);
 	}
+	if (*top && (sp < (uintptr_t)lo || sp >= *top)) {
+		/* Not on the thread's stack: on the runtime's own, in the trap
+		 * of a watched thread that a rule chose (threads.c).  The
+		 * thread's stack holds the program's live frames above a point
+		 * we do not know, so nothing is written there: its top part is
+		 * only locked, which faults its pages in (mlock populates). */
+		uintptr_t want_lo = *top > want + (uintptr_t)lo + 32768 ? *top - want : (uintptr_t)lo + 32768;
+		return want_lo < *top ? want_lo : *top;
+	}
 	size_t n = room < want ? room : want;
 	if (n < PAGE)
 		return sp;

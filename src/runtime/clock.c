@@ -28,6 +28,7 @@
 #include <time.h>
 
 #define CHECK_NS 20000          /* re-read the clock at least this often */
+#define OFF_CPU_NS 20000             /* a wait loop's gap: not running (dt_cfg.off_cpu_cycles) */
 /* A trapped sleep: the handler's wait ends this long before the deadline,
  * the rest is waited after its rt_sigreturn (clock_resume.S); longer than
  * the way back through the kernel takes but in its rarest tails. */
@@ -49,6 +50,8 @@ void clock_init(void)
 {
 	const char *base = (const char *)getauxval(AT_SYSINFO_EHDR);
 	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)base;
+
+	dt_cfg.off_cpu_cycles = ns_to_tsc_cycles(&dt_cfg.tsc, OFF_CPU_NS);
 
 	if (!base || !eh->e_shoff)
 		return;
@@ -90,12 +93,16 @@ bool timed_wait_clock_ok(clockid_t clk)
 	return clk == CLOCK_MONOTONIC || clk == CLOCK_REALTIME || clk == CLOCK_BOOTTIME;
 }
 
-/* Until clk reads deadline_ns or later: 0; -EINTR if a handler ran. */
+/* Until clk reads deadline_ns or later: 0; -EINTR if a handler ran.  The
+ * cycles it spun are the runtime's, not the program's CPU time (cputime.c):
+ * counted in waited, less the gaps in which the thread did not run at all
+ * (off: the kernel did not count them either; on a CPU it shares, counting
+ * them would take more from the thread's CPU time than the wait cost it). */
 __attribute__((noinline, section("detach_wait")))
 long timed_wait_until(struct dt_thread *t, clockid_t clk, uint64_t deadline_ns)
 {
 	uint64_t hz = dt_cfg.tsc.hz, check = ns_to_tsc_cycles(&dt_cfg.tsc, CHECK_NS);
-	uint64_t now = clock_ns(clk), c, target, next, c0;
+	uint64_t now = clock_ns(clk), c, target, next, c0, prev, off = 0;
 
 	/* a CPU-time limit the runtime could not lift (cputime.c) */
 	if (dt_cpu_limited && cputime_limited_sleep(clk, deadline_ns, &now))
@@ -105,7 +112,7 @@ long timed_wait_until(struct dt_thread *t, clockid_t clk, uint64_t deadline_ns)
 	for (;;) {
 		if (now >= deadline_ns) {
 			if (t)          /* not the program's CPU time (cputime.c) */
-				t->stats->waited += c - c0;
+				t->stats->waited += c - c0 - off;
 			return 0;
 		}
 		/* cycles to go, capped so that the product cannot overflow;
@@ -118,14 +125,20 @@ long timed_wait_until(struct dt_thread *t, clockid_t clk, uint64_t deadline_ns)
 		do {
 			if (t && t->intr_signo) {
 				t->intr_signo = 0;
-				t->stats->waited += c - c0;
+				t->stats->waited += c - c0 - off;
 				return -EINTR;
 			}
 			cpu_relax();
+			prev = c;
 			c = rdtsc();
+			if (c - prev > dt_cfg.off_cpu_cycles)
+				off += c - prev;
 		} while (c < target && c < next);
 		now = clock_ns(clk);
+		prev = c;
 		c = rdtsc();
+		if (c - prev > dt_cfg.off_cpu_cycles)
+			off += c - prev;
 	}
 }
 

@@ -28,6 +28,10 @@ struct dt_config {
 	char stats_path[4096];
 	char mode[16];
 	struct tsc_clock tsc;
+	/* A gap this long between two TSC reads of a wait loop: the thread was
+	 * not running (preempted, or the host took its vCPU), and the kernel
+	 * counted none of it as its CPU time (clock.c, proxy.c, cputime.c) */
+	uint64_t off_cpu_cycles;
 	struct timespec start;          /* CLOCK_REALTIME when the runtime started */
 	bool rt_throttled;              /* sched_rt_runtime_us >= 0 at start */
 	bool keep_policy;               /* --keep-policy: scheduling requests for real */

@@ -12,7 +12,9 @@
  * (timed waits, clock.c; forwarded calls, proxy.c), and its proxies spin or
  * poll beside it.  The kernel counts all of that as the program's CPU time.
  * The runtime counts the TSC cycles each detached thread waited (stats
- * `waited`) and takes them, and its proxies' own CPU time, out of what it
+ * `waited`), less the gaps in which it did not run at all (preempted on a
+ * CPU it shares: the kernel did not count those, dt_cfg.off_cpu_cycles),
+ * and takes them, and its proxies' own CPU time, out of what it
  * answers: the thread and process CPU clocks (clock_gettime), getrusage
  * (RUSAGE_SELF, RUSAGE_THREAD), times(), so clock() and every language's
  * process_time too.  These are read on the detached thread itself, so that

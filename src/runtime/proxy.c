@@ -108,8 +108,10 @@ static void interrupt_proxy(struct dt_thread *t)
  * interrupt may arrive after its last return to user space and never be
  * acknowledged. */
 __attribute__((noinline, section("detach_wait")))
-static long wait_reply(struct dt_thread *t, uint64_t seq)
+static long wait_reply(struct dt_thread *t, uint64_t seq, uint64_t *off)
 {
+	uint64_t c = rdtsc(), prev;
+
 	while (observe(&t->mb.done_seq) != seq || t->mb.intr_ack != t->mb.intr_sent) {
 		if (t->intr_signo) {
 			if (t->mb.nr >= 0 && observe(&t->mb.done_seq) != seq)
@@ -118,6 +120,11 @@ static long wait_reply(struct dt_thread *t, uint64_t seq)
 				t->intr_signo = 0;
 		}
 		cpu_relax();
+		/* a gap: the thread did not run (dt_cfg.off_cpu_cycles) */
+		prev = c;
+		c = rdtsc();
+		if (c - prev > dt_cfg.off_cpu_cycles)
+			*off += c - prev;
 	}
 	return t->mb.ret;
 }
@@ -160,9 +167,9 @@ long proxy_forward(struct dt_thread *t, long nr, const long a[6])
 	for (int i = 0; i < 6; i++)
 		mb->args[i] = a[i];
 	publish(&mb->req_seq, seq);
-	uint64_t t0 = rdtsc();          /* the wait is not the program's CPU time (cputime.c) */
-	r = wait_reply(t, seq);
-	t->stats->waited += rdtsc() - t0;
+	uint64_t t0 = rdtsc(), off = 0; /* the wait is not the program's CPU time (cputime.c) */
+	r = wait_reply(t, seq, &off);
+	t->stats->waited += rdtsc() - t0 - off;
 	mb->intr = INTR_NONE;
 	/* ours: once depth is down, a handler's call may reuse the mailbox,
 	 * and the proxy may write its own raised signal's info */

@@ -3,10 +3,16 @@
  * with it; a handler that itself writes while the read waits works (a trap
  * inside a trap); a handler that siglongjmps out of a blocked read (the
  * timeout idiom) leaves nothing behind; the proxy never runs the program's
- * handlers. */
+ * handlers; a signal pending while blocked ends a ppoll, pselect6 or
+ * epoll_pwait whose mask unblocks it with EINTR at once (the kernel applies
+ * the mask before it waits), with descriptors (forwarded) or without (a
+ * sleep). */
 #include "helpers/t_detach.h"
 
+#include <poll.h>
 #include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <sys/time.h>
@@ -129,6 +135,54 @@ static void timeout_idiom(void)
 	close(p[1]);
 }
 
+static volatile sig_atomic_t usr2_seen;
+static void on_usr2(int s) { (void)s; usr2_seen++; }
+
+/* SIGUSR2 blocked and pending; each wait's mask unblocks it */
+static void pending_unblocked(void)
+{
+	struct sigaction sa = { .sa_handler = on_usr2 };
+	sigset_t blk, none;
+	struct timespec ts = { 2, 0 }, t0, t1;
+	int p[2], ep = epoll_create1(0);
+	struct epoll_event ev;
+
+	sigemptyset(&blk);
+	sigaddset(&blk, SIGUSR2);
+	sigemptyset(&none);
+	sigaction(SIGUSR2, &sa, NULL);
+	if (pipe(p) || ep < 0)
+		return;
+	for (int k = 0; k < 5; k++) {
+		struct pollfd pfd = { .fd = p[0], .events = POLLIN };
+		fd_set rd;
+		int r, e, seen = usr2_seen;
+
+		FD_ZERO(&rd);
+		FD_SET(p[0], &rd);
+		sigprocmask(SIG_BLOCK, &blk, NULL);
+		raise(SIGUSR2);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		switch (k) {
+		case 0: r = ppoll(NULL, 0, &ts, &none); break;
+		case 1: r = ppoll(&pfd, 1, &ts, &none); break;
+		case 2: r = pselect(0, NULL, NULL, NULL, &ts, &none); break;
+		case 3: r = pselect(p[0] + 1, &rd, NULL, NULL, &ts, &none); break;
+		default: r = epoll_pwait(ep, &ev, 1, 2000, &none); break;
+		}
+		e = errno;
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		sigprocmask(SIG_UNBLOCK, &blk, NULL);
+		double secs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+		t_check(r == -1 && e == EINTR && usr2_seen == seen + 1 && secs < 1,
+			"wait %d with a pending signal its mask unblocks: %d (%s) after %.3f s, handler ran %d times",
+			k, r, strerror(e), secs, usr2_seen - seen);
+	}
+	close(p[0]);
+	close(p[1]);
+	close(ep);
+}
+
 int main(int argc, char **argv)
 {
 	t_reexec_detached(argc, argv, NULL);
@@ -143,5 +197,6 @@ int main(int argc, char **argv)
 	one(true);
 	many();
 	timeout_idiom();
+	pending_unblocked();
 	return t_detached_done();
 }

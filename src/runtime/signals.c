@@ -36,6 +36,7 @@ long do_sigreturn(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 		if (signo >= 1 && signo <= 64)
 			t->intr_signo = signo;
 	}
+	t->handler_returns++;
 	count(t, nr, &t->stats->local);
 	/* Resume the program's frame directly; ours is dropped.  The kernel
 	 * restores its mask and registers, as the handler's return would. */

@@ -86,6 +86,7 @@ struct dt_thread {
 	volatile int depth;             /* forwarded calls in flight (signal nesting) */
 	uintptr_t wait_frame;           /* stack frame of the forwarded call in flight */
 	volatile int intr_signo;        /* a handler ran while we waited */
+	volatile uint32_t handler_returns; /* the program's handlers returned (signals.c) */
 	siginfo_t raised_info;          /* written by the proxy with mb.raised */
 	volatile uint8_t selector;      /* Syscall User Dispatch selector byte */
 	uint64_t app_blocked_open;      /* of the signals kept open (call.h:

@@ -104,8 +104,18 @@ long do_masked_wait(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 		}
 	}
 	if (mask) {
+		uint32_t ran = t->handler_returns;
 		m &= ~kept_open();
 		sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &m, &old, 8);
+		/* A signal pending already that the mask unblocks is delivered
+		 * right here, on the way out of rt_sigprocmask: natively the
+		 * kernel applies the mask and sees it before it waits, so a
+		 * handler that ran ends the call with EINTR at once (one that
+		 * has none, an ignored SIGCHLD, lets the wait go on). */
+		if (t->handler_returns != ran) {
+			sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, 8);
+			return -EINTR;
+		}
 	}
 	ret = sleep ? timed_ppoll(t, (struct timespec *)(nr == SYS_ppoll ? a[2] : a[4])) : forward(t, nr, b);
 	if (mask)

@@ -32,6 +32,7 @@ static long passed_fd = -1;            /* from the image before execve */
 static dev_t locks_dev;
 static ino_t locks_ino;
 static bool alive;                      /* the pid's byte is ours */
+static cpu_set_t held;                  /* the CPUs whose bytes are ours */
 
 void claims_from_env(const char *v)
 {
@@ -54,14 +55,16 @@ static bool ours(long fd)
 	return fd >= 0 && sys_call2(SYS_fstat, fd, &st) == 0 && st.st_dev == locks_dev && st.st_ino == locks_ino;
 }
 
+/* The number compared first: the fstat of ours() only when it matches. */
 bool claims_fd_is(long fd)
 {
-	return locks_fd >= 0 && (int)fd == locks_fd;
+	return locks_fd >= 0 && (int)fd == locks_fd && ours(locks_fd);
 }
 
 long claims_fd_in(unsigned lo, unsigned hi)
 {
-	return locks_fd >= 0 && (unsigned long)locks_fd >= lo && (unsigned long)locks_fd <= hi ? locks_fd : -1;
+	return locks_fd >= 0 && (unsigned long)locks_fd >= lo && (unsigned long)locks_fd <= hi && ours(locks_fd) ?
+	       locks_fd : -1;
 }
 
 static long fcntl_lock(int cmd, struct flock *fl)
@@ -142,8 +145,10 @@ int claims_take(int cpu, pid_t *holder)
 		*holder = 0;
 	if (!alive || !ours(locks_fd))
 		return 0;               /* within the process only (said at start) */
-	if (!(err = fcntl_lock(F_SETLK, &fl)))
+	if (!(err = fcntl_lock(F_SETLK, &fl))) {
+		CPU_SET(cpu, &held);
 		return 0;
+	}
 	if (err != -EAGAIN && err != -EACCES)
 		return 0;
 	fl = lock_byte(F_WRLCK, cpu, 1);
@@ -156,12 +161,14 @@ void claims_drop(int cpu)
 {
 	struct flock fl = lock_byte(F_UNLCK, cpu, 1);
 
+	CPU_CLR(cpu, &held);
 	if (alive && ours(locks_fd))
 		fcntl_lock(F_SETLK, &fl);
 }
 
 void claims_keep(const cpu_set_t *mine)
 {
+	CPU_AND(&held, &held, mine);
 	for (int lo = 0, hi; lo < CPU_SETSIZE; lo = hi) {
 		for (hi = lo; hi < CPU_SETSIZE && !CPU_ISSET(hi, mine); hi++)
 			;
@@ -191,4 +198,43 @@ void claims_exec_failed(long fd)
 {
 	if (fd >= 0)
 		sys_call3(SYS_fcntl, fd, F_SETFD, FD_CLOEXEC);
+}
+
+/* dup2 or dup3 of the program's onto our number: closing it, the kernel
+ * drops every lock the process holds on the file (so does closing any
+ * copy).  Ours moves to another number first; after the call the locks
+ * are taken again through it (free for a moment in between); a call that
+ * failed left the old number open: the copy goes (dropping the locks
+ * again) and the old number is ours again.  Raw calls: in the trap. */
+static long stepped_from = -1;
+
+bool claims_step_aside(long newfd)
+{
+	long moved;
+
+	if (!claims_fd_is(newfd) ||
+	    (moved = sys_call3(SYS_fcntl, locks_fd, F_DUPFD_CLOEXEC, locks_fd + 1)) < 0)
+		return false;
+	stepped_from = locks_fd;
+	locks_fd = moved;
+	return true;
+}
+
+void claims_stepped_aside(bool done)
+{
+	struct flock fl = lock_byte(F_WRLCK, LOCK_PID_BASE + dt_cfg.pid, 1);
+
+	if (!done) {
+		sys_call1(SYS_close, locks_fd);
+		locks_fd = stepped_from;
+	}
+	stepped_from = -1;
+	if (!alive || !ours(locks_fd))
+		return;
+	fcntl_lock(F_SETLK, &fl);
+	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+		if (CPU_ISSET(cpu, &held)) {
+			fl = lock_byte(F_WRLCK, cpu, 1);
+			fcntl_lock(F_SETLK, &fl);
+		}
 }

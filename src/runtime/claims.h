@@ -38,6 +38,11 @@ void claims_exec_failed(long fd) DT_HIDDEN;
  * a program's close and close_range leave it open). */
 bool claims_fd_is(long fd) DT_HIDDEN;
 long claims_fd_in(unsigned lo, unsigned hi) DT_HIDDEN;
+/* dup2/dup3 onto the runtime's descriptor (signals.c): moved away first
+ * (false: newfd is not ours), the locks taken again after the call, which
+ * did (done) or did not replace the old number. */
+bool claims_step_aside(long newfd) DT_HIDDEN;
+void claims_stepped_aside(bool done) DT_HIDDEN;
 #define CLAIMS_ENV_MAX 40     /* "DETACH_CLAIMS=N" */
 
 #endif

@@ -494,6 +494,13 @@ long do_fd_track(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 				sigfd_set((long)f, false);
 		return ret;
 	}
+	if ((nr == SYS_dup2 || nr == SYS_dup3) && claims_step_aside(a[1])) {
+		ret = forward(t, nr, a);
+		claims_stepped_aside(ret >= 0);
+		if (ret >= 0)
+			sigfd_set(ret, sigfd_is(a[0]));
+		return ret;
+	}
 	if (nr == SYS_epoll_ctl && sigfd_is(a[2]) && a[1] != 2 /* EPOLL_CTL_DEL */) {
 		/* marked first: a waiter on the set must run here from now on */
 		sigfd_set(a[0], true);

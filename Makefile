@@ -7,11 +7,20 @@ PREFIX   ?= /usr/local
 BUILD    := build
 .DEFAULT_GOAL := all
 
+# CPPFLAGS, CFLAGS and LDFLAGS are the builder's (make's command line, the
+# environment; debian/rules passes dpkg-buildflags' hardening) and reach every
+# compile and link, the runtime's but for what RT_CFLAGS turns off.  The
+# project's own flags are DT_CPPFLAGS and DT_CFLAGS, put around them in
+# ALL_CFLAGS, so that a CFLAGS given on the command line (which replaces the
+# variable) loses none of them.
 # snprintf truncation is checked where it matters; the warning cannot tell.
 WARN     := -Wall -Wextra -Werror -Wno-format-truncation
 CFLAGS   ?= -O2 -g
-CFLAGS   += $(WARN) -std=gnu11 -D_GNU_SOURCE -fPIC -Iinclude -Isrc \
-            -DDETACH_VERSION='"$(VERSION)"' -MMD -MP
+DT_CPPFLAGS := -D_GNU_SOURCE -Iinclude -Isrc -DDETACH_VERSION='"$(VERSION)"'
+DT_CFLAGS   := $(WARN) -std=gnu11 -fPIC -MMD -MP
+ALL_CFLAGS   = $(DT_CPPFLAGS) $(CPPFLAGS) $(CFLAGS) $(DT_CFLAGS)
+DT_LDFLAGS  :=
+ALL_LDFLAGS  = $(DT_LDFLAGS) $(LDFLAGS)
 LDLIBS   += -lm -lpthread
 # libtracefs/libtraceevent (src/lib/trace.c): for the command, benchmarks and
 # tests, never for the preloaded runtime.
@@ -27,8 +36,8 @@ FUSE_LIBS    := $(shell pkg-config --libs fuse3 2>/dev/null || echo -lfuse3)
 ifeq ($(SANITIZE),1)
 BUILD    := build/asan
 SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-CFLAGS   += $(SAN)
-LDFLAGS  += $(SAN)
+DT_CFLAGS += $(SAN)
+DT_LDFLAGS += $(SAN)
 .DEFAULT_GOAL := $(BUILD)/detach
 endif
 
@@ -44,7 +53,7 @@ endif
 LIB_SRC  := $(wildcard src/lib/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIBUTIL  := $(BUILD)/libdtutil.a
-CFLAGS   += -I$(BUILD)
+DT_CPPFLAGS += -I$(BUILD)
 
 # System call names, from the kernel headers the program is built against.
 UNISTD   := $(firstword $(wildcard /usr/include/x86_64-linux-gnu/asm/unistd_64.h /usr/include/asm/unistd_64.h))
@@ -59,6 +68,21 @@ RT_OBJ   := $(patsubst %,$(BUILD)/%.o,$(basename $(RT_SRC)))
 RT_SO    := $(BUILD)/libdetach.so
 # The interception path must not touch SIMD registers behind the program's back
 # and must not be split into cold sections (the wait loop is found by address).
+# The builder's hardening reaches the runtime (after ALL_CFLAGS, these win)
+# but for the stack protector: its guard is read from %fs:0x28 at a
+# function's entry and again at its exit, and a program's
+# arch_prctl(ARCH_SET_FS), carried out on the detached thread (dispatch.c),
+# changes %fs between the two in every frame below it (sigsys_handler or the
+# trampoline's, dt_dispatch, ...).  A program that gives a thread a TLS block
+# of its own, with a guard of its own, would die of "stack smashing detected"
+# instead of running as it does natively.  _FORTIFY_SOURCE only turns libc
+# calls into their checking twins (snprintf into __snprintf_chk: no libc call
+# where there was none), -fcf-protection adds endbr64 (the .S files carry no
+# CET note, so the library is never marked for IBT or shadow stacks),
+# -fstack-clash-protection probes the stack it takes, -z relro and -z now
+# leave nothing writable that the runtime writes after it is loaded: they stay.
+# The src/lib objects linked in keep every flag: they sit below the runtime,
+# and no frame of theirs lives across a call the runtime carries out.
 RT_CFLAGS := -mgeneral-regs-only -fno-reorder-blocks-and-partition \
              -fno-stack-protector -fvisibility=hidden -ftls-model=initial-exec
 
@@ -81,6 +105,7 @@ CLI      := $(BUILD)/detach
 
 # --- the scale simulator (SimGrid, C++): built where libsimgrid-dev is ---------
 CXX      ?= g++
+CXXFLAGS ?= -O2 -g
 SCALE_SIM := $(BUILD)/scale_sim
 ifneq ($(wildcard /usr/include/simgrid/s4u.hpp),)
 EXTRA    += $(SCALE_SIM)
@@ -88,7 +113,7 @@ endif
 $(SCALE_SIM): src/scale/scale_sim.cpp
 	$(call msg,CXX,$<)
 	@mkdir -p $(dir $@)
-	$(Q)$(CXX) -O2 -g -std=c++17 -Wall -Wextra -Werror -o $@ $< -lsimgrid
+	$(Q)$(CXX) $(CPPFLAGS) $(CXXFLAGS) -std=c++17 -Wall -Wextra -Werror $(LDFLAGS) -o $@ $< -lsimgrid
 
 # --- benchmarks, tests, examples: one program per .c file ---------------------
 BENCH    := $(patsubst bench/%.c,$(BUILD)/bench/%,$(filter-out bench/fwq_mpi.c,$(wildcard bench/*.c)))
@@ -106,30 +131,30 @@ all: $(CLI) $(RT_SO) $(RTL_LIB) $(BENCH) $(TESTS) $(EXAMPLES) $(RTL_EXAMPLES) $(
 $(BUILD)/%.o: %.c
 	$(call msg,CC,$<)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
+	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
-$(BUILD)/src/lib/trace.o: CFLAGS += $(TRACE_CFLAGS)
-$(BUILD)/src/cli/ctl_fs.o: CFLAGS += $(FUSE_CFLAGS)
+$(BUILD)/src/lib/trace.o: DT_CFLAGS += $(TRACE_CFLAGS)
+$(BUILD)/src/cli/ctl_fs.o: DT_CFLAGS += $(FUSE_CFLAGS)
 
 $(BUILD)/src/runtime/%.o: src/runtime/%.c
 	$(call msg,CC,$<)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) $(RT_CFLAGS) -c -o $@ $<
+	$(Q)$(CC) $(ALL_CFLAGS) $(RT_CFLAGS) -c -o $@ $<
 
 $(BUILD)/src/runtime/%.o: src/runtime/%.S
 	$(call msg,AS,$<)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
+	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 $(BUILD)/src/rtl/%.o: src/rtl/%.c
 	$(call msg,CC,$<)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) $(FUSE_CFLAGS) -c -o $@ $<
+	$(Q)$(CC) $(ALL_CFLAGS) $(FUSE_CFLAGS) -c -o $@ $<
 
 $(BUILD)/src/rtl/%.o: src/rtl/%.S
 	$(call msg,AS,$<)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
+	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 $(RTL_LIB): $(RTL_OBJ)
 	$(call msg,AR,$@)
@@ -145,43 +170,43 @@ SOVERSION := 0
 SONAME   := libdetach.so.$(SOVERSION)
 $(RT_SO): $(RT_OBJ) $(LIBUTIL) src/runtime/libdetach.map
 	$(call msg,LD,$@)
-	$(Q)$(CC) -shared -o $@ $(RT_OBJ) $(LIBUTIL) -Wl,--version-script=src/runtime/libdetach.map \
+	$(Q)$(CC) $(LDFLAGS) -shared -o $@ $(RT_OBJ) $(LIBUTIL) -Wl,--version-script=src/runtime/libdetach.map \
 		-Wl,-soname,$(SONAME) -Wl,-z,defs -Wl,-z,now $(LDLIBS)
 	$(Q)ln -sf libdetach.so $(BUILD)/$(SONAME)
 
 $(CLI): $(CLI_OBJ) $(LIBUTIL)
 	$(call msg,LD,$@)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIBUTIL) $(TRACE_LIBS) $(FUSE_LIBS) $(LDLIBS)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(CLI_OBJ) $(LIBUTIL) $(TRACE_LIBS) $(FUSE_LIBS) $(LDLIBS)
 
 $(BUILD)/bench/% $(BUILD)/tests/% $(BUILD)/examples/%: $(LIBUTIL)
 $(BUILD)/bench/%: bench/%.c $(LIBUTIL)
 	$(call msg,CC,$<)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIBUTIL) $(TRACE_LIBS) $(LDLIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LIBUTIL) $(TRACE_LIBS) $(LDLIBS)
 $(BUILD)/bench/fwq_mpi: bench/fwq_mpi.c $(LIBUTIL)
 	$(call msg,MPICC,$<)
 	@mkdir -p $(dir $@)
-	$(Q)$(MPICC) $(CFLAGS) -o $@ $< $(LIBUTIL) $(LDLIBS)
+	$(Q)$(MPICC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LIBUTIL) $(LDLIBS)
 $(BUILD)/tests/%: tests/%.c $(LIBUTIL) $(wildcard tests/*.h)
 	$(call msg,CC,$<)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIBUTIL) $(TRACE_LIBS) $(LDLIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LIBUTIL) $(TRACE_LIBS) $(LDLIBS)
 # Examples use the public API only, linked against the runtime as a user's
 # program would be (found beside them through the rpath).
 # tests/api_*.c exercise the public API, linked like an example.
 $(BUILD)/tests/api_%: tests/api_%.c $(RT_SO) $(LIBUTIL) include/detach/detach.h $(wildcard tests/helpers/*.h)
 	$(call msg,CC,$<)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIBUTIL) -L$(BUILD) -ldetach -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LIBUTIL) -L$(BUILD) -ldetach -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
 # bench/chan.c measures the channels of the public API, linked like an example.
 $(BUILD)/bench/chan: bench/chan.c $(RT_SO) $(LIBUTIL) include/detach/detach.h
 	$(call msg,CC,$<)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIBUTIL) -L$(BUILD) -ldetach -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LIBUTIL) -L$(BUILD) -ldetach -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
 $(BUILD)/examples/%: examples/%.c $(RT_SO) include/detach/detach.h
 	$(call msg,CC,$<)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $< -L$(BUILD) -ldetach -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< -L$(BUILD) -ldetach -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
 
 # RTLinux programs (examples/rtl, tests/rtl/ for the shell tests,
 # tests/rtl_*.c): modules without main(), linked as
@@ -190,26 +215,26 @@ RTL_DEPS := $(RTL_LIB) $(RT_SO) include/detach/rtl.h
 $(BUILD)/examples/rtl/%: examples/rtl/%.c $(RTL_DEPS) $(wildcard examples/rtl/*.h)
 	$(call msg,CC,$<)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(RTL_LIBS) -Wl,-rpath,'$$ORIGIN/../..' $(LDLIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(RTL_LIBS) -Wl,-rpath,'$$ORIGIN/../..' $(LDLIBS)
 $(BUILD)/tests/rtl/%: tests/rtl/%.c $(RTL_DEPS)
 	$(call msg,CC,$<)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(RTL_LIBS) -Wl,-rpath,'$$ORIGIN/../..' $(LDLIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(RTL_LIBS) -Wl,-rpath,'$$ORIGIN/../..' $(LDLIBS)
 $(BUILD)/tests/rtl_%: tests/rtl_%.c $(RTL_DEPS) $(wildcard tests/helpers/*.h)
 	$(call msg,CC,$<)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(RTL_LIBS) -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(RTL_LIBS) -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
 
 # bench/evlat.c measures event response on the public API; its executive
 # receiver bench/evlat_rt.c is an RTLinux program, linked as one.
 $(BUILD)/bench/evlat: bench/evlat.c bench/evlat.h $(RT_SO) $(LIBUTIL) include/detach/detach.h
 	$(call msg,CC,$<)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIBUTIL) -L$(BUILD) -ldetach -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LIBUTIL) -L$(BUILD) -ldetach -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
 $(BUILD)/bench/evlat_rt: bench/evlat_rt.c bench/evlat.h $(RTL_DEPS)
 	$(call msg,CC,$<)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(RTL_LIBS) -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(RTL_LIBS) -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS)
 
 # Installs what the tests and benchmarks need on a fresh Debian machine, once.
 deps:

@@ -50,7 +50,8 @@ static int role_allow(bool deny)
 	if (INSTALL(f)) { perror("seccomp"); return 1; }
 	char buf[64];
 	int n = snprintf(buf, sizeof buf, "sandboxed pid %d\n", getpid());
-	write(1, buf, n);
+	if (write(1, buf, n) != n)
+		return 1;
 	if (deny)
 		syscall(SYS_getppid);   /* not on the list: SIGSYS */
 	return 0;

@@ -168,6 +168,9 @@ $(LIBUTIL): $(LIB_OBJ)
 # build/libdetach.so.N is the name programs linked here record (examples, api tests).
 SOVERSION := 0
 SONAME   := libdetach.so.$(SOVERSION)
+# An installed command preloads the runtime by its soname (libdetach0 has it;
+# libdetach.so is libdetach-dev's).
+$(BUILD)/src/cli/run.o: DT_CPPFLAGS += -DDETACH_SONAME='"$(SONAME)"'
 $(RT_SO): $(RT_OBJ) $(LIBUTIL) src/runtime/libdetach.map
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS) -shared -o $@ $(RT_OBJ) $(LIBUTIL) -Wl,--version-script=src/runtime/libdetach.map \

@@ -28,6 +28,7 @@ need=(
 	java:default-jre-headless
 	groff:groff-base
 	lintian:lintian
+	blhc:blhc
 	dh:debhelper
 	dpkg-buildpackage:dpkg-dev
 	fakeroot:fakeroot

@@ -49,8 +49,8 @@ int cli_parse_cpus(const char *opt, const char *arg, cpu_set_t *set);
  * listing them.  0 or EXIT_USAGE. */
 int cli_choice(const char *what, const char *arg, const char *const *choices);
 
-/* The path of libdetach.so: DETACH_LIB, or beside the command, or in
- * ../lib from it (run.c).  0, or -1 when there is none. */
+/* The path of the runtime: DETACH_LIB, or libdetach.so beside the command,
+ * or its soname in ../lib from it (run.c).  0, or -1 when there is none. */
 int cli_find_runtime(char *path, size_t len);
 
 #endif

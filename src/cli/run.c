@@ -260,7 +260,8 @@ static void plain_close(long fd)
 static const struct file_ops plain_file = { plain_open, plain_pread, plain_close };
 
 /* The runtime: $DETACH_LIB, else beside the command (build tree), else
- * ../lib/ (installed). */
+ * ../lib/ by its soname (installed: the soname is the runtime package's,
+ * libdetach.so the development package's). */
 int cli_find_runtime(char *path, size_t len)
 {
 	char self[PATH_MAX];
@@ -279,7 +280,7 @@ int cli_find_runtime(char *path, size_t len)
 	snprintf(path, len, "%s/libdetach.so", self);
 	if (!access(path, R_OK))
 		return 0;
-	snprintf(path, len, "%s/../lib/libdetach.so", self);
+	snprintf(path, len, "%s/../lib/" DETACH_SONAME, self);
 	return access(path, R_OK) ? -1 : 0;
 }
 
@@ -485,7 +486,7 @@ static int run_main(int argc, char **argv)
 		return 1;
 	}
 	if (cli_find_runtime(lib, sizeof(lib))) {
-		cli_err("cannot find libdetach.so beside the command or in ../lib");
+		cli_err("cannot find libdetach.so beside the command or " DETACH_SONAME " in ../lib");
 		cli_note("set DETACH_LIB to its path");
 		return 1;
 	}

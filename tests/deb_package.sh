@@ -63,6 +63,51 @@ out=$(cd "$T_TMP" && env -i PATH=/usr/bin:/bin flock /tmp/detach-cpu1.lock "$R/u
 [ "$(t_stat "$T_TMP/stats.json" forwarded)" -gt 0 ] 2>/dev/null || t_fail "unpacked detach run forwarded no call"
 echo "ok: $v unpacked without libdetach-dev: detach run: $out, $(t_stat "$T_TMP/stats.json" forwarded) calls forwarded"
 
+# The packaged runtime has dpkg-buildflags' hardening but the stack protector
+# (the Makefile says why, above RT_CFLAGS): a thread that points FS at a TLS
+# block of its own, with a stack guard of its own, and makes a system call
+# there runs detached as it runs natively.
+cat >"$T_TMP/own_tls.c" <<'EOF_C'
+#include <asm/prctl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+static long raw(long nr, long a, long b)        /* no libc between the FS changes */
+{
+	long ret;
+	__asm__ volatile("syscall" : "=a"(ret) : "a"(nr), "D"(a), "S"(b) : "rcx", "r11", "memory");
+	return ret;
+}
+int main(void)
+{
+	enum { BELOW = 1024, ABOVE = 2560 };    /* static TLS below FS, glibc's TCB above */
+	unsigned long fs;
+	syscall(SYS_arch_prctl, ARCH_GET_FS, &fs);
+	char *copy = malloc(BELOW + ABOVE);
+	memcpy(copy, (char *)fs - BELOW, BELOW + ABOVE);
+	unsigned long mine = (unsigned long)copy + BELOW;
+	((unsigned long *)mine)[0] = ((unsigned long *)mine)[2] = mine;   /* tcb, self */
+	((unsigned long *)mine)[5] ^= 0x5a5a5a5a;                          /* 0x28: the guard */
+	long set = raw(SYS_arch_prctl, ARCH_SET_FS, mine);
+	long pid = raw(SYS_getpid, 0, 0);
+	long back = raw(SYS_arch_prctl, ARCH_SET_FS, fs);
+	printf("set %ld, getpid %s, back %ld\n", set, pid == getpid() ? "right" : "wrong", back);
+	return 0;
+}
+EOF_C
+cc -O2 -o "$T_TMP/own_tls" "$T_TMP/own_tls.c" || t_fail "cc own_tls.c"
+native=$("$T_TMP/own_tls" 2>&1); rc=$?
+[ $rc -eq 0 ] && [ "$native" = "set 0, getpid right, back 0" ] || t_fail "own_tls natively: exit $rc, '$native'"
+for mode in sud rewrite; do
+	out=$(cd "$T_TMP" && env -i PATH=/usr/bin:/bin flock /tmp/detach-cpu1.lock "$R/usr/bin/detach" run -c 1 -H 0 \
+		--mode $mode -- "$T_TMP/own_tls" 2>"$T_TMP/run.err"); rc=$?
+	[ $rc -eq 0 ] && [ "$out" = "$native" ] ||
+		t_fail "own_tls detached with the packaged runtime, --mode $mode: exit $rc, '$out' ($(grep -v warning "$T_TMP/run.err"))"
+done
+echo "ok: a thread with a TLS block and stack guard of its own: '$native' natively and detached (sud, rewrite)"
+
 # A program of the public API builds against the unpacked -dev files.
 dpkg-deb -x "${deb[libdetach-dev]}" "$R" || t_fail "dpkg-deb -x ${deb[libdetach-dev]}"
 flags=$(PKG_CONFIG_PATH=$R/usr/lib/pkgconfig PKG_CONFIG_SYSROOT_DIR=$R pkg-config --cflags --libs detach) &&

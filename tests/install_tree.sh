@@ -3,7 +3,8 @@
 # namespace of its own, environment emptied): `detach --version`, a `detach
 # run` whose thread the kernel shows pinned to the detached CPU, and `detach
 # bench --quick --no-plots`; an RTLinux example builds with the installed
-# pkg-config detach-rtl; `make uninstall` then leaves nothing behind.
+# pkg-config detach-rtl; as root, `detach pid` detaches a running program
+# and attaches it again; `make uninstall` then leaves nothing behind.
 # Timeout: 400
 . "$(dirname "$0")/helpers/lib.sh"
 t_need_cpus 2
@@ -62,6 +63,22 @@ out=$(installed "$DEST/usr/bin/detach" run -c 1 -H 0 --stats "$WORK/stats.json" 
 [ "$(t_stat "$WORK/stats.json" forwarded)" -gt 0 ] 2>/dev/null || t_fail "installed detach run forwarded no call"
 echo "ok: installed detach run: $out, $(t_stat "$WORK/stats.json" forwarded) calls forwarded"
 t_validate run-stats "$WORK/stats.json"
+
+# detach pid finds the runtime it loaded in /proc/PID/maps by the installed
+# file's own name (libdetach.so.VERSION, behind the soname link).
+if [ "$(id -u)" -eq 0 ]; then
+	# short sleeps: dt_attach waits for the thread to leave a call
+	printf '#include <unistd.h>\nint main(void) { for (int i = 0; i < 600; i++) usleep(100000); }\n' >"$WORK/naps.c"
+	cc -o "$WORK/naps" "$WORK/naps.c" || t_fail "cc naps.c"
+	"$WORK/naps" & p=$!
+	installed "$DEST/usr/bin/detach" pid -c 1 $p >"$T_TMP/pid.log" 2>&1 || t_fail "installed detach pid: $(cat "$T_TMP/pid.log")"
+	[ "$(awk '/Cpus_allowed_list/ {print $2}' /proc/$p/status)" = 1 ] || t_fail "installed detach pid: not on CPU 1"
+	installed "$DEST/usr/bin/detach" pid --attach $p >"$T_TMP/pid.log" 2>&1 ||
+		t_fail "installed detach pid --attach: $(cat "$T_TMP/pid.log")"
+	kill $p; wait $p 2>/dev/null
+	rm -f "$WORK/naps" "$WORK/naps.c"
+	echo "ok: installed detach pid -c 1 and --attach"
+fi
 
 if [ "$(id -u)" -eq 0 ]; then
 	installed "$DEST/usr/bin/detach" bench --quick --no-plots --no-print --out "$WORK/bench" \

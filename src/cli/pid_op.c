@@ -38,6 +38,12 @@
 
 #define LEAVE_RUNTIME_MS 2000   /* how long a thread may stay inside a forwarded call */
 
+/* The runtime's file as /proc/PID/maps names it: "/" and the name of the
+ * file itself, after symbolic links (libdetach.so in a build tree,
+ * libdetach.so.0.1.0 installed, where DETACH_LIB or the soname is a link to
+ * it).  Set by pid_op_run. */
+static char runtime_file[NAME_MAX + 2];
+
 static int fail(struct pid_op *op, int err, const char *note, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
@@ -243,8 +249,8 @@ static int attach(struct pid_op *op, struct remote *r, void *local)
 	long ret;
 	int err;
 
-	if (remote_symbol(op->pid, local, "dt_attach", "/libdetach.so", &fn) ||
-	    (text.n = remote_exec_ranges(op->pid, "/libdetach.so", text.ranges, 7)) <= 0)
+	if (remote_symbol(op->pid, local, "dt_attach", runtime_file, &fn) ||
+	    (text.n = remote_exec_ranges(op->pid, runtime_file, text.ranges, 7)) <= 0)
 		return fail(op, -ENOENT, NULL, "process %d has no detach runtime loaded", (int)op->pid);
 	/* The runtime's timed waits read the clock in the vDSO: a thread
 	 * stepped out of a wait reaches it before any code of the program, and
@@ -279,7 +285,7 @@ static int start(struct pid_op *op, struct remote *r, void *local, const char *t
 	long ret;
 	int err;
 
-	if (remote_symbol(op->pid, local, "__dt_pid_start", "/libdetach.so", &fn))
+	if (remote_symbol(op->pid, local, "__dt_pid_start", runtime_file, &fn))
 		return fail(op, -ENOENT, NULL, "process %d has no detach runtime loaded", (int)op->pid);
 	if ((text && !(a0 = remote_string(r, text))) || (lib && !(a1 = remote_string(r, lib))))
 		return fail(op, -EFAULT, NULL, "cannot write below the stack of process %d", (int)op->pid);
@@ -342,6 +348,10 @@ int pid_op_run(struct pid_op *op)
 		return err;
 	if (cli_find_runtime(lib, sizeof(lib)))
 		return fail(op, -ENOENT, "set DETACH_LIB to its path", "cannot find libdetach.so beside the detach command");
+	char real[PATH_MAX];
+	if (!realpath(lib, real))
+		return fail(op, -errno, "set DETACH_LIB to its path", "cannot resolve %s: %s", lib, strerror(errno));
+	snprintf(runtime_file, sizeof(runtime_file), "%s", strrchr(real, '/'));
 	/* our own copy of the runtime tells the offsets of its entry points */
 	if (!(local = dlopen(lib, RTLD_NOW | RTLD_LOCAL)))
 		return fail(op, -ENOENT, NULL, "cannot load %s: %s", lib, dlerror());

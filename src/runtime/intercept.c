@@ -92,22 +92,44 @@ static void sigtrap_handler(int sig, siginfo_t *si, void *ctx)
 	signal_deliver_app(&dt_app_sigtrap, sig, si, ctx, si->si_code == SI_KERNEL);
 }
 
+static void trap(struct dt_thread *t, siginfo_t *si, ucontext_t *uc);
+
+/* A trap on the program's alternate stack runs on ours (stack.c,
+ * stack_trap_move): there first, then the program's stack below what is
+ * still in use is armed for the program's handlers. */
+static void trap_moved(void *si, void *uc, uintptr_t live)
+{
+	stack_trap_arm_below(dt_self, live);
+	trap(dt_self, si, uc);
+}
+
 static void sigsys_handler(int sig, siginfo_t *si, void *ctx)
 {
-	ucontext_t *uc = ctx;
-	greg_t *g = uc->uc_mcontext.gregs;
 	struct dt_thread *t = dt_self;
-	long a[6];
+	uintptr_t top;
 
 	if (si->si_code != SYS_USER_DISPATCH) {
 		if (dt_is_proxy && si->si_code == SI_QUEUE && si->si_pid == dt_cfg.pid)
-			proxy_interrupt_taken(uc);
+			proxy_interrupt_taken(ctx);
 		else
 			signal_deliver_app(&dt_app_sigsys, sig, si, ctx, false);
 		return;
 	}
 	if (!t)
 		dt_die("a system call trapped on a thread that is not detached (tid %ld)", sys_call0(SYS_gettid));
+	if ((top = stack_trap_move(t, ctx)))
+		sys_run_on(trap_moved, si, ctx, top);
+	else
+		trap(t, si, ctx);
+}
+
+/* One trapped call of the detached thread t: dispatched, its result in the
+ * frame's rax. */
+static void trap(struct dt_thread *t, siginfo_t *si, ucontext_t *uc)
+{
+	greg_t *g = uc->uc_mcontext.gregs;
+	long a[6];
+
 	if (rewrite_is_retrap((uintptr_t)si->si_call_addr)) {
 		/* Sent here by the trampoline (rewrite mode) for a call that needs
 		 * a signal frame: resume at the return address it left on the

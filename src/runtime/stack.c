@@ -137,6 +137,52 @@ void stack_on_return(const struct dt_thread *t, ucontext_t *uc)
 	stack_real(t, &uc->uc_stack);
 }
 
+/* A trap whose frame the kernel wrote on the program's alternate stack
+ * (the program set one: Python's faulthandler, Go's gsignal stacks) may not
+ * run the runtime's work there too: the program sized that stack for its
+ * own handlers (Python allocates it on its heap, SIGSTKSZ plus
+ * AT_MINSIGSTKSZ), and a deep path of ours (sched_setaffinity's partition
+ * lookup, a warning's vsnprintf: 9-12 KB below the frame) ran past its
+ * bottom into the program's heap (issue 25: "free(): invalid pointer" at
+ * CPython's exit, a crash in its garbage collector).  So such a trap moves
+ * to the signal half of our stack, unused by the kernel while the program
+ * has its own, when it came from code on no alternate stack (the frame is
+ * then at the top of the program's: nothing of ours is in use below it).
+ * Returns the stack top to move to, 0 to stay: a trap from a handler on
+ * either alternate stack nests where it is, as before. */
+uintptr_t stack_trap_move(const struct dt_thread *t, const ucontext_t *uc)
+{
+	uintptr_t frame = (uintptr_t)uc, sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+	uintptr_t app = t->app_ss_hi - t->app_ss_lo;
+
+	if (frame - t->app_ss_lo >= app || sp - t->app_ss_lo < app || sp - t->stack_lo < STACK_SIZE)
+		return 0;
+	return t->stack_lo + STACK_SIGNAL_SIZE;
+}
+
+/* On our stack after stack_trap_move: the program's alternate stack below
+ * live (the trap's frame and the handler's first frames, still in use) is
+ * armed, so that a program handler with SA_ONSTACK that runs on top of our
+ * work (a signal during a forwarded call's wait) runs on the program's
+ * alternate stack, as it would natively and as Go's handlers require.
+ * SS_AUTODISARM as always (stack_real); the trap's return installs the
+ * frame's uc_stack again.  Too little room left: it stays disarmed, and such
+ * a handler runs on our stack. */
+void stack_trap_arm_below(const struct dt_thread *t, uintptr_t live)
+{
+	stack_t below = {
+		.ss_sp = (void *)t->app_ss_lo,
+		.ss_size = ((live - 64) & ~(uintptr_t)15) - t->app_ss_lo,     /* 64: a margin below live */
+		.ss_flags = SS_AUTODISARM,
+	};
+
+	/* 2048: MINSIGSTKSZ of the ABI (glibc's macro may call sysconf); the
+	 * kernel refuses less than its own minimum (ENOMEM), and then nothing
+	 * changes */
+	if (live - t->app_ss_lo > 64 + 2048)
+		sys_call2(SYS_sigaltstack, &below, NULL);
+}
+
 /* The program's alternate stack as it set it (SS_DISABLE: none), what
  * sigaltstack reports, and its range, which the trampoline compares rsp
  * with (app_ss_lo, app_ss_hi). */

@@ -166,6 +166,29 @@ sys_proxy_call_eintr:
 	ret
 	.size sys_proxy_call, .-sys_proxy_call
 
+/* void sys_run_on(fn, a, b, sp): fn(a, b, live) with rsp = sp (aligned
+ * down to 16 here), back on the caller's stack after.  live: the lowest
+ * address of the caller's stack still in use (its return address and
+ * our saved rbp); everything below it is free while fn runs.  rbp is
+ * callee-saved, so fn keeps the way back. */
+	.globl sys_run_on
+	.hidden sys_run_on
+	.type sys_run_on,@function
+sys_run_on:
+	pushq %rbp
+	movq %rsp, %rbp
+	andq $-16, %rcx
+	movq %rcx, %rsp
+	movq %rdi, %rax
+	movq %rsi, %rdi
+	movq %rdx, %rsi
+	movq %rbp, %rdx                 /* live */
+	call *%rax
+	movq %rbp, %rsp
+	popq %rbp
+	ret
+	.size sys_run_on, .-sys_run_on
+
 	.section .note.GNU-stack,"",@progbits
 
 /* The two calls sys_clone_resume makes upward, registered by the runtime's

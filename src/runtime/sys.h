@@ -20,6 +20,9 @@ long sys_call6(long nr, long a1, long a2, long a3, long a4, long a5, long a6) DT
 void sys_sigreturn_restorer(void) DT_HIDDEN;
 /* rt_sigreturn with rsp = uc: resumes the context saved in a signal frame. */
 __attribute__((noreturn)) void sys_sigreturn_at(void *uc) DT_HIDDEN;
+/* fn(a, b, live) on the stack below sp; live: the lowest address of the
+ * caller's stack still in use. */
+void sys_run_on(void (*fn)(void *a, void *b, uintptr_t live), void *a, void *b, uintptr_t sp) DT_HIDDEN;
 /* The proxy's way to run a forwarded call: a call cancelled before the
  * syscall instruction (*intr == INTR_CANCEL) gives -EINTR instead. */
 long sys_proxy_call(long nr, long a1, long a2, long a3, long a4, long a5, long a6,

@@ -1,0 +1,100 @@
+/* Description: a program whose alternate signal stack is small (the
+ * kernel's AT_MINSIGSTKSZ plus 4 KiB, a guard page under it, as CPython's
+ * faulthandler allocates one on its heap) makes system calls detached as
+ * natively: the runtime's work for a trap may not run past the bottom of
+ * that stack (issue 25: sched_setaffinity's path overflowed it into
+ * CPython's heap, "free(): invalid pointer" at exit).  And an SA_ONSTACK
+ * handler that interrupts a forwarded call's wait still runs on the
+ * program's alternate stack, as natively (Go's handlers require it). */
+#include "helpers/t_detach.h"
+
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/time.h>
+#include <sys/utsname.h>
+#include <time.h>
+
+static char *ss_lo;
+static size_t ss_size;
+static volatile int on_altstack = -1;
+
+static void on_alarm(int sig)
+{
+	char here;
+
+	(void)sig;
+	on_altstack = &here >= ss_lo && &here < ss_lo + ss_size;
+}
+
+static int calls(void)
+{
+	struct utsname u;
+	struct timespec ts = { 0, 1000000 };
+	cpu_set_t own, one;
+	int p[2];
+	char c;
+
+	if (getppid() <= 0 || uname(&u) || strcmp(u.sysname, "Linux"))
+		return 1;
+	if (nanosleep(&ts, NULL))
+		return 2;
+	/* the deep path of issue 25 (CPython's test_sched_setaffinity): a
+	 * thread pinned to the detached CPU may be chosen by the "pinned" rule,
+	 * which looks the CPU partition up; pid -1 is ESRCH in the end */
+	if (sched_getaffinity(0, sizeof(own), &own) || sched_setaffinity(0, sizeof(own), &own))
+		return 3;
+	CPU_ZERO(&one);
+	CPU_SET(T_DETACHED_CPU, &one);
+	if (sched_setaffinity(-1, sizeof(one), &one) != -1 || errno != ESRCH)
+		return 3;
+	/* a handler on top of a forwarded read's wait, on the alternate stack */
+	if (pipe(p))
+		return 4;
+	struct sigaction sa = { .sa_handler = on_alarm, .sa_flags = SA_ONSTACK };
+	struct itimerval it = { .it_value = { 0, 50000 } };
+	sigaction(SIGALRM, &sa, NULL);
+	setitimer(ITIMER_REAL, &it, NULL);
+	if (read(p[0], &c, 1) != -1 || errno != EINTR)
+		return 5;
+	if (on_altstack != 1)
+		return 6;
+	close(p[0]);
+	close(p[1]);
+	return 0;
+}
+
+static int run(void)
+{
+	size_t min = getauxval(AT_MINSIGSTKSZ);
+
+	ss_size = (min > 2048 ? min : 2048) + 4096;     /* 2048: the ABI's MINSIGSTKSZ */
+	ss_size = (ss_size + 4095) & ~(size_t)4095;
+	char *m = mmap(NULL, 4096 + ss_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED || mprotect(m, 4096, PROT_NONE))
+		return 10;
+	ss_lo = m + 4096;
+	stack_t ss = { .ss_sp = ss_lo, .ss_size = ss_size };
+	if (sigaltstack(&ss, NULL))
+		return 11;
+	return calls();
+}
+
+int main(int argc, char **argv)
+{
+	if (!getenv("T_DETACHED")) {
+		int r = run();
+		if (r) {
+			printf("natively: call %d went wrong: the test itself is wrong here\n", r);
+			return 1;
+		}
+		printf("natively: all calls right with an alternate stack of %zu bytes\n", ss_size);
+		fflush(stdout);
+		t_reexec_detached(argc, argv, NULL);
+	}
+	if (!t_find_proxy())
+		t_check(0, "not detached");
+	int r = run();
+	printf("detached: calls with an alternate stack of %zu bytes: %s (%d)\n", ss_size, r ? "wrong" : "right", r);
+	t_check(r == 0, "call %d went wrong", r);
+	return t_detached_done();
+}

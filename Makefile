@@ -249,14 +249,17 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)tests/run.sh
 
-# CPython's signal and posix test suites, natively and detached (CI runs it);
-# LTP's system call tests: a fixed subset (tests/compat/ltp-subset.txt), all
-# of them with compat-full.  A suite that is absent is skipped (exit 77).
+# CPython's regression tests of the OS interface (tests/compat/cpython.sh)
+# and LTP's system call tests (tests/compat/ltp.sh: a fixed subset,
+# tests/compat/ltp-subset.txt), natively and detached in each mode,
+# compared test by test (CI runs it); compat-full adds CPython's slow
+# modules and all of LTP's.  A suite that is absent is skipped (exit 77).
 compat: deps all
 	$(Q)DETACH_BIN=$(CURDIR)/$(CLI) tests/compat/cpython.sh
 	$(Q)DETACH_BIN=$(CURDIR)/$(CLI) tests/compat/ltp.sh || [ $$? -eq 77 ]
 
 compat-full: deps all
+	$(Q)DETACH_BIN=$(CURDIR)/$(CLI) tests/compat/cpython.sh --full
 	$(Q)DETACH_BIN=$(CURDIR)/$(CLI) tests/compat/ltp.sh --full || [ $$? -eq 77 ]
 
 # The tests of the command, run with the SANITIZE=1 build of it (the runtime

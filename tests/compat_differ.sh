@@ -1,7 +1,8 @@
 # Description: tests/compat/differ.py, the per-test comparison of the CPython
 # and LTP harnesses, on small made-up results: differences, excluded
 # differences with their reason, stale exclusions, absent tests, the
-# closing line and the exit status.
+# closing line and the exit status.  And regrtest_outcomes.py on a made-up
+# regrtest -v log: each kind of verbose line, the exit status, fatal markers.
 . "$(dirname "$0")/helpers/lib.sh"
 differ=$ROOT/tests/compat/differ.py
 T=$T_TMP
@@ -55,4 +56,33 @@ echo "no tab here" >"$T/bad"
 printf '%s\n' "a${tab}*${tab} " >"$T/noreason"
 "$PY" "$differ" "$T/native" "$T/detached" "$T/noreason" >/dev/null 2>&1; rc=$?
 [ $rc = 2 ] || t_fail "an exclusion without a reason: exit $rc, want 2"
+
+# regrtest_outcomes.py: a status after the test's output, a docstring line,
+# a subtest, a duration, a script's tests run by a test, a crash at exit.
+cat >"$T/log" <<'X'
+test_a (m.C.test_a) ... ok
+test_b (m.C.test_b) ... some output
+FAIL
+test_c (m.C.test_c)
+The docstring ... skipped 'no reason'
+test_d (m.C.test_d) ...
+  test_d (m.C.test_d) (i=1) ... ERROR
+test_e (m.C.test_e) ... 0.25s ok
+test_all (m.E.test_all) ...
+test_x (__main__.S.test_x) ... ok
+ok
+test_f (m.C.test_f) ...
+free(): invalid pointer
+X
+"$PY" "$ROOT/tests/compat/regrtest_outcomes.py" grp "$T/log" 134 >"$T/tsv" 2>"$T/fatal"
+printf '%s\n' "m.C.test_a${tab}ok" "m.C.test_b${tab}FAIL" "m.C.test_c${tab}skipped" \
+	"m.C.test_d (i=1)${tab}ERROR" "m.C.test_d${tab}subtests reported" "m.C.test_e${tab}ok" \
+	"m.E.test_all/__main__.S.test_x${tab}ok" "m.E.test_all${tab}ok" "m.C.test_f${tab}no verdict" \
+	"grp:exit${tab}killed by SIGABRT" "grp:fatal${tab}free(): invalid pointer" >"$T/want"
+diff "$T/want" "$T/tsv" >&2 || t_fail "regrtest_outcomes.py: outcomes differ from the expected (above)"
+grep -q "fatal marker: free(): invalid pointer" "$T/fatal" || t_fail "regrtest_outcomes.py: no fatal marker on stderr"
+head -n 3 "$T/log" >"$T/log3"
+"$PY" "$ROOT/tests/compat/regrtest_outcomes.py" grp "$T/log3" 2 >"$T/tsv3"
+grep -qx "grp:exit${tab}as its tests say" "$T/tsv3" ||
+	t_fail "regrtest_outcomes.py: exit 2 with a failing test is not 'as its tests say'"
 t_done

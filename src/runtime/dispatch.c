@@ -233,7 +233,13 @@ bool dispatch_general_only(long nr)
 
 long dt_dispatch(struct dt_thread *t, long nr, long a[6], uintptr_t ip, ucontext_t *uc)
 {
-	const struct rule *r = (unsigned long)nr < DT_NR_SYSCALLS ? &rules[nr] : &rules[0];
+	/* The kernel reads the number as 32 bits (do_syscall_64's int nr), so
+	 * does the runtime: syscall(-1) is ENOSYS there, and no number of the
+	 * program's is ever one of the proxy's commands (negative: thread.h),
+	 * which -1 was (DT_CMD_QUIT: the proxy ended, the thread waited for it
+	 * forever). */
+	nr = (long)(uint32_t)nr;
+	const struct rule *r = nr < DT_NR_SYSCALLS ? &rules[nr] : &rules[0];
 	long b[6];
 
 	if (t->evicted)

@@ -2,12 +2,22 @@
  * thread are carried out by its proxy (the kernel's syscw says so), and the
  * detached thread stays on its CPU throughout (no migration).  A number the
  * kernel does not know is ENOSYS, as natively: syscall(-1) once reached the
- * proxy as its own command to end (LTP syscall02 then waited forever). */
+ * proxy as its own command to end (LTP syscall02 then waited forever).
+ * select and pselect with a negative nfds and no sets are the kernel's
+ * EINVAL, not a sleep without end (LTP pselect02). */
 #include "helpers/t_detach.h"
+
+#include <sys/select.h>
 
 int main(int argc, char **argv)
 {
 	t_reexec_detached(argc, argv, NULL);
+
+	errno = 0;
+	t_check(syscall(SYS_select, -1, NULL, NULL, NULL, NULL) == -1 && errno == EINVAL, "select(-1): errno %d", errno);
+	errno = 0;
+	t_check(syscall(SYS_pselect6, -1, NULL, NULL, NULL, NULL, NULL) == -1 && errno == EINVAL,
+		"pselect6(-1): errno %d", errno);
 
 	const char *mode = getenv("T_MODE");
 	if (mode && !strcmp(mode, "rewrite")) {

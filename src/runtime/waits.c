@@ -25,6 +25,8 @@ long do_sleep(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 		count(t, nr, &t->stats->emulated);
 		return timed_sleep(t, CLOCK_MONOTONIC, 0, (const struct timespec *)a[0], (struct timespec *)a[1], uc);
 	case SYS_select:
+		if ((int)a[0] < 0)
+			return forward(t, nr, a);       /* the kernel's EINVAL, not a sleep */
 		if (sigfd_in_fdset((const void *)a[1], a[0]))
 			return local_call(t, nr, a);
 		if (a[0] != 0 && (a[1] || a[2] || a[3]))
@@ -67,8 +69,10 @@ long do_masked_wait(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	}
 	if (mask && copy_from_user(&m, mask, sizeof(m)))
 		return user_page0(mask) ? -EFAULT : forward(t, nr, a);
+	/* a negative nfds is the kernel's EINVAL, not a sleep */
 	bool sleep = !t->observed &&
-		     ((nr == SYS_ppoll && a[1] == 0) || (nr == SYS_pselect6 && (a[0] == 0 || !(a[1] || a[2] || a[3]))));
+		     ((nr == SYS_ppoll && a[1] == 0) ||
+		      (nr == SYS_pselect6 && (int)a[0] >= 0 && (a[0] == 0 || !(a[1] || a[2] || a[3]))));
 	/* a signalfd in the set: the whole wait runs here, with the mask the
 	 * kernel applies itself (SIGSYS and SIGTRAP kept open: see kept_open) */
 	bool here = nr == SYS_ppoll ? sigfd_in_pollfds((const void *)a[0], (unsigned long)a[1]) :

@@ -103,6 +103,7 @@ void ps_thread_json(struct json *j, const struct dt_registry *r, const struct dt
 	json_uint(j, "traps", s->traps);
 	json_uint(j, "retraps", s->retraps);
 	json_uint(j, "sites_rewritten", s->sites_rewritten);
+	json_uint(j, "sites_window", s->sites_window);
 	json_uint(j, "sites_refused", s->sites_refused);
 	json_uint(j, "traps_refused", s->traps_refused);
 	json_str(j, "command", r->comm);

@@ -76,13 +76,11 @@ static int usage(int status)
 "      --no-mlock          the same as --mlock none\n"
 "      --stats FILE        write per-thread statistics as JSON at exit\n"
 "      --mode MODE         sud: every call traps (Syscall User Dispatch);\n"
-"                          rewrite: a site that trapped once is rewritten to call\n"
-"                          the runtime directly (needs page 0: root or\n"
-"                          vm.mmap_min_addr=0; on a CPU without protection keys\n"
-"                          page 0 is readable: NULL reads no longer fault);\n"
-"                          auto (default, or $DETACH_MODE): rewrite where page 0\n"
-"                          can be execute-only (protection keys) and mapped,\n"
-"                          else sud\n"
+"                          rewrite: a site that trapped once jumps to a stub near\n"
+"                          the code that calls the runtime directly (no privilege;\n"
+"                          sites with no instruction to move keep trapping);\n"
+"                          auto (default, or $DETACH_MODE): rewrite where it can\n"
+"                          run (membarrier SYNC_CORE, xsave), else sud\n"
 "      --proxy WAIT        spin: proxies poll continuously; adaptive: spin ~100 us\n"
 "                          after each call, then poll with short sleeps (default:\n"
 "                          spin with 2 or more housekeeping CPUs, else adaptive)\n"
@@ -202,14 +200,6 @@ static void cpu_minus(cpu_set_t *out, const cpu_set_t *a, const cpu_set_t *b)
 	CPU_XOR(out, a, &both);
 }
 
-/* Page 0 can be mapped: CAP_SYS_RAWIO (root) or vm.mmap_min_addr = 0. */
-static bool zero_page_allowed(void)
-{
-	long min = -1;
-
-	return geteuid() == 0 || (read_long_file("/proc/sys/vm/mmap_min_addr", &min) == 0 && min == 0);
-}
-
 /* Finds CMD as execvp would; returns 0, or 127 (not found) / 126. */
 static int resolve_command(const char *cmd, char *path, size_t len)
 {
@@ -298,10 +288,6 @@ static void warn_risks(const struct run_opts *o, int first_cpu)
 			cli_warn("a real-time detached thread that spins with RT throttling off starves CPU %d's "
 			     "kernel threads unless the CPU is isolated (detach isolate)", first_cpu);
 	}
-	if (!strcmp(o->mode, "rewrite") && !exec_only_pages())
-		cli_warn("--mode rewrite on a CPU without protection keys: page 0 holds the trampoline and is "
-			 "readable, so NULL reads no longer fault (a JVM's implicit null checks then read garbage "
-			 "instead of throwing NullPointerException); the default mode (sud here) keeps them");
 	if (o->proxy && !strcmp(o->proxy, "spin") && CPU_COUNT(&o->housekeeping) == 1)
 		cli_warn("--proxy spin on the single housekeeping CPU keeps it busy for the program's lifetime");
 }
@@ -408,15 +394,6 @@ static int run_main(int argc, char **argv)
 		cli_note("usage: detach run [OPTIONS] -- CMD [ARGS...]");
 		return EXIT_USAGE;
 	}
-	if (!strcmp(o.mode, "rewrite") && !zero_page_allowed()) {
-		long min = -1;
-		read_long_file("/proc/sys/vm/mmap_min_addr", &min);
-		cli_err("--mode rewrite needs to map page 0 for its trampoline: not root and vm.mmap_min_addr=%ld", min);
-		cli_note("run as root, or 'sysctl -w vm.mmap_min_addr=0' (detach isolate --allow-zero-page); "
-			 "that lets any program map page 0, which makes kernel NULL-pointer bugs exploitable");
-		return 1;
-	}
-
 	if (cpu_arg) {
 		if (parse_cpus("--cpu", cpu_arg, &o.cpus, &allowed))
 			return EXIT_USAGE;

@@ -27,8 +27,10 @@ struct dt_thread_stats {
 					 * (timed waits, forwarded calls): cputime.c */
 	volatile uint64_t traps;        /* Syscall User Dispatch traps at program sites */
 	volatile uint64_t retraps;      /* rewrite mode: calls sent to the trap path on purpose */
-	volatile uint64_t sites_rewritten;
-	volatile uint64_t sites_refused; /* left trapping: vDSO, red zone, unreadable */
+	volatile uint64_t sites_rewritten; /* rewrite mode: jumps to stubs, sites_window of them
+					    * with an instruction other than mov $nr,%eax moved */
+	volatile uint64_t sites_window;
+	volatile uint64_t sites_refused; /* left trapping: vDSO, no instruction to move, ... */
 	volatile uint64_t traps_refused; /* traps at those sites (rewrite mode) */
 	volatile uint64_t sync_cores;   /* membarrier SYNC_CORE of its rewrites: IPIs to
 					 * every CPU running the process (warm-up only) */
@@ -42,7 +44,7 @@ struct dt_thread_stats {
 					     * a call that changed the thread made a new one */
 };
 
-#define REGISTRY_MAGIC 0x32484354454400ull   /* "DETACH2" */
+#define REGISTRY_MAGIC 0x33484354454400ull   /* "DETACH3" */
 struct dt_registry {
 	uint64_t magic;
 	int32_t pid;

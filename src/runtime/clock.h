@@ -27,8 +27,8 @@ struct wait_record {
 	struct timespec *rem;           /* NULL: none, or an absolute sleep */
 	uint64_t deadline;
 	uintptr_t rip;                  /* the program's, after its `syscall` (trapped) */
-	uintptr_t ret_to;               /* the rewritten site's return address, whose
-					 * return dt_wait_end rehearses; 0: none */
+	uintptr_t ret_to;               /* the rewritten site's stub's return address,
+					 * whose return dt_wait_end rehearses; 0: none */
 	uint64_t tsc_end;               /* where the last stretch ends (timed_wait_approach) */
 };
 long timed_wait_approach(struct dt_thread *t, struct wait_record *w) DT_HIDDEN;

@@ -38,9 +38,9 @@
  * deadline has passed ends the wait with EINTR (signals.c), as inside
  * timed_wait_until and timed_wait_finish's first look.  Three short spans
  * of a sleep's end do not, and a handler that runs there does not end it:
- *   the site's instruction, run by the rehearsal: the program's; such a
- *     handler finds the program's rip, rax pointing into dt_wait_end and
- *     rsp on the runtime's stack;
+ *   the stub's `call *%r11`, run by the rehearsal: such a handler finds
+ *     rip in the stub, r11 pointing into dt_wait_end and rsp on the
+ *     runtime's stack;
  *   timed_wait_approach after its wait (a clock read, about 2 us before the
  *     deadline), and timed_wait_finish between its first look at the mark
  *     and its wait: they stay in .text (in `detach_wait` they move
@@ -116,23 +116,23 @@ dt_wait_end:
 	testq %rax, %rax
 	jnz dt_wait_ended               /* -EINTR: a handler ran */
 	movq R_RET_TO(%r12), %rcx
-	/* Rehearse the site's return.  Its `call *%rax` pushed site + 2 on
-	 * the return-address predictor, and the trampoline's `ret` will pop
-	 * it; an interrupt during the wait overwrote it.  So pop the
-	 * predictor's top here (the site's entry, or noise): a `ret` to the
-	 * next instruction, mispredicted, before the deadline; and have the
-	 * site's own instruction push it again: executed with rax pointing
-	 * here, it calls us back and leaves site + 2 on top of the predictor,
-	 * over whatever the program's outer frames left there.  Each is paid
-	 * before the deadline; after it the trampoline's `ret` is predicted.
-	 * ret_to is 0 (rewrite.c: dispatch_sleep) under a shadow stack, which
-	 * would fault on both. */
+	/* Rehearse the site's return.  Its stub's `call *%r11` pushed the
+	 * stub's ret on the return-address predictor, and the trampoline's
+	 * `ret` will pop it; an interrupt during the wait overwrote it.  So
+	 * pop the predictor's top here (the stub's entry, or noise): a `ret`
+	 * to the next instruction, mispredicted, before the deadline; and have
+	 * the stub's own instruction push it again: executed with r11 pointing
+	 * here, it calls us back and leaves the stub's ret on top of the
+	 * predictor, over whatever the program's outer frames left there.
+	 * Each is paid before the deadline; after it the trampoline's `ret` is
+	 * predicted.  ret_to is 0 (rewrite.c: dispatch_sleep) under a shadow
+	 * stack, which would fault on both. */
 	leaq 1f(%rip), %rax
 	pushq %rax
 	ret
-1:	leaq 3f(%rip), %rax
-	subq $2, %rcx
-	jmp *%rcx                       /* the site: call *%rax */
+1:	leaq 3f(%rip), %r11
+	subq $3, %rcx
+	jmp *%rcx                       /* the stub: call *%r11 */
 3:	addq $8, %rsp                   /* its return address, which we do not use */
 	movq R_TSC_END(%r12), %rcx
 	/* The last stretch: as the runtime's other waits, a handler that ran

@@ -3,7 +3,7 @@
  *   dt_init()
  *     read_contract()      is this process the one `detach run` meant?
  *     env_scrub()          the program sees its own environment (env.c)
- *     choose_mode()        rewrite (page-0 trampoline, rewrite.c) or sud
+ *     choose_mode()        rewrite (stubs near the code, rewrite.c) or sud
  *     intercept_install()  the SIGSYS handler (intercept.c)
  *     claims_open()        the locks that say the process lives and which
  *                          CPUs it holds, system-wide (claims.c)
@@ -68,37 +68,24 @@ static bool read_contract(void)
 	return true;
 }
 
-/* rewrite needs page 0 for its trampoline.  The default (auto) must not
- * change what a NULL dereference does: it takes rewrite only where page 0
- * can be execute-only (protection keys), so that a NULL read still faults
- * (a JVM's implicit null checks rely on it), and settles for sud otherwise.
- * `--mode rewrite` asked for explicitly runs anyway: `detach run` warns. */
+/* rewrite wherever it can run (rewrite.c: xsave, membarrier SYNC_CORE);
+ * its stubs need no privilege and leave page 0 alone.  Otherwise sud, with
+ * a warning when rewrite was asked for by name. */
 static void choose_mode(void)
 {
 	int err;
 
 	if (!strcmp(dt_cfg.mode, "sud"))
 		return;
-	if (!strcmp(dt_cfg.mode, "auto") && !exec_only_pages()) {
-		dt_verbose("sud mode: this CPU has no protection keys, so rewrite mode's page 0 "
-			   "would be readable and NULL reads would no longer fault");
-		snprintf(dt_cfg.mode, sizeof(dt_cfg.mode), "sud");
-		return;
-	}
 	err = rewrite_init();
 	if (!err) {
 		snprintf(dt_cfg.mode, sizeof(dt_cfg.mode), "rewrite");
 		return;
 	}
 	if (!strcmp(dt_cfg.mode, "rewrite"))
-		/* `detach run` refuses --mode rewrite where page 0 cannot be had,
-		 * so this is a later image of a program that gave up the
-		 * privilege (setuid, then execve): it must go on. */
-		dt_warn("this image cannot map the trampoline at address 0 (%s), "
-			"the program gave up the privilege: every system call traps (sud mode)", strerror(-err));
+		dt_warn("rewrite mode cannot run here (%s): every system call traps (sud mode)", strerror(-err));
 	else
-		dt_warn("cannot map the trampoline at address 0 (%s): every system call "
-		"traps (sud mode); root or vm.mmap_min_addr=0 allows rewrite mode", strerror(-err));
+		dt_verbose("sud mode: rewrite mode cannot run here (%s)", strerror(-err));
 	snprintf(dt_cfg.mode, sizeof(dt_cfg.mode), "sud");
 }
 
@@ -203,6 +190,8 @@ int runtime_start(void)
 	choose_mode();
 	sys_on_clone_child = dt_child_placement;
 	sys_on_vfork_parent = dt_vfork_parent_resumed;
+	if (dt_rewrite_on)
+		stats_on_write = rewrite_write_coverage;
 	if ((err = intercept_install())) {
 		dt_verbose("cannot install the SIGSYS handler: %s", strerror(-err));
 		return err;

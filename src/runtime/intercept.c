@@ -12,8 +12,8 @@
  * non-trapping entry of rewrite mode, trampoline.S, saves it with xsave.)
  *
  * In rewrite mode the handler also rewrites the site that trapped
- * (rewrite.c), and takes the calls the trampoline sends back on purpose
- * because they need a signal frame (retraps).  SIGTRAP is the runtime's
+ * (rewrite.c), and takes the calls the trampoline sends back on purpose to
+ * the site's kept `syscall` because they need a signal frame (retraps).  SIGTRAP is the runtime's
  * too in rewrite mode: a thread that meets the int3 of a site being
  * rewritten is sent on by it; every other SIGTRAP goes where the program
  * wanted it.  A debugger's breakpoints never reach it: the tracer takes
@@ -130,17 +130,16 @@ static void trap(struct dt_thread *t, siginfo_t *si, ucontext_t *uc)
 	greg_t *g = uc->uc_mcontext.gregs;
 	long a[6];
 
-	if (rewrite_is_retrap((uintptr_t)si->si_call_addr)) {
-		/* Sent here by the trampoline (rewrite mode) for a call that needs
-		 * a signal frame: resume at the return address it left on the
-		 * stack, the site's, as if the site itself had trapped. */
+	if (rewrite_is_retrap((uintptr_t)si->si_call_addr - 2)) {
+		/* A rewritten site's kept `syscall` (rewrite mode): the
+		 * trampoline sent a call that needs a signal frame here, or the
+		 * thread was between the moved instruction and the `syscall`
+		 * when the jump was stored. */
 		t->stats->retraps++;
-		g[REG_RIP] = *(greg_t *)g[REG_RSP];
-		g[REG_RSP] += 8;
 	} else {
 		t->stats->traps++;
 		/* before the call: it may not return (exit, execve) */
-		if (!rewrite_site(t, (uintptr_t)si->si_call_addr - 2) && dt_rewrite_on)
+		if (!rewrite_site(t, (uintptr_t)si->si_call_addr - 2, g) && dt_rewrite_on)
 			t->stats->traps_refused++;
 	}
 	a[0] = g[REG_RDI];

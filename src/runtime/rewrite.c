@@ -1,32 +1,56 @@
-/* --mode rewrite: system call sites that never trap twice (lazypoline's
- * idea on zpoline's trampoline).
+/* --mode rewrite: system call sites that trap once (lazypoline's idea, with
+ * the jump to a stub near the code of gVisor's Systrap and of the kernel's
+ * optimized uprobes).
  *
  * The first time a site traps (Syscall User Dispatch reports its address),
- * its 2-byte `syscall` becomes `call *%rax`; rax holds the call number, so
- * the call lands in a nop sled at virtual address nr of page 0 and slides
- * into dt_trampoline_entry (trampoline.S), which calls
- * dt_trampoline_dispatch below.  From then on a call from that site reaches
- * the runtime without entering the kernel.
+ * the one instruction before its `syscall` (0f 05) moves into a stub near
+ * the code, and its place becomes a jump there; the `syscall` stays:
  *
- * The two bytes change under other threads that may be running them, so
- * they change as the kernel changes its own live text (text_poke_bp):
- * int3 on the first byte, serialize every CPU, the second byte, serialize,
- * the first byte.  Any thread fetches `syscall`, `int3`+tail or `call *%rax`,
+ *   start: b8 nr32   mov $nr,%eax       ->  e9 rel32  jmp stub
+ *   site:  0f 05     syscall                0f 05     syscall (kept)
+ *
+ *   stub:  mov $nr,%eax                     the moved instruction
+ *          lea -128(%rsp),%rsp              below the program's red zone
+ *          movabs $dt_trampoline_entry,%r11
+ *          call *%r11                       (trampoline.S)
+ *   ret:   lea 128(%rsp),%rsp
+ *          lea site+2(%rip),%rcx            rcx as `syscall` leaves it
+ *          jmp site+2                       r11: the flags (the trampoline's)
+ *   ret+20: jmp site                        the kept `syscall` (see below)
+ *
+ * From then on a call from that site reaches the runtime without entering
+ * the kernel, and no page 0, privilege or setting is needed.  The moved
+ * instruction is `mov $nr,%eax` at 83% of glibc 2.36's sites (the exact
+ * pattern); elsewhere, any one instruction of 5 to 10 bytes of a short
+ * whitelist (a window: moves of an immediate or between a register and
+ * memory not addressed relative to rip) whose bytes end at the `syscall`;
+ * the number is then rax's at run time.  The `syscall` is kept, so a thread
+ * stopped between the two instructions (preempted, in a signal handler, in
+ * the kernel restarting a call) still finds a real syscall that traps or
+ * runs as before; and no instruction boundary lies inside the jump.
+ *
+ * The trampoline sends the calls it cannot return from to ret+20, that is
+ * to the kept `syscall` with the program's own rsp: rt_sigreturn (its frame
+ * is at rsp), clone, clone3, vfork and fork (a child on another stack would
+ * resume at `ret` with a wrong rsp), and on a detached thread every call
+ * that needs a signal frame.  Sites whose number is known to be one of the
+ * first five are not patched at all.
+ *
+ * Five bytes change under other threads that may be running them, so they
+ * change as the kernel changes its own live text (text_poke_bp): int3 on
+ * the first byte, serialize every CPU, the other bytes, serialize, the
+ * first byte.  A thread fetches the old instruction, the int3 or the jump,
  * never a mix, wherever the bytes sit (across a cache line, across a page).
- * A thread that meets the int3 is sent on as if the new instruction had run
- * (rewrite_int3, from the runtime's SIGTRAP handler in intercept.c).
+ * A thread that meets the int3 is sent to the stub, which does the moved
+ * instruction itself (rewrite_int3, from the runtime's SIGTRAP handler in
+ * intercept.c).
  *
- * What is never rewritten (the site keeps trapping, which always works):
- *   - the vDSO, and a site whose code cannot be read (process_vm_readv);
- *   - without membarrier SYNC_CORE (Linux < 4.16), a site whose two bytes
- *     straddle a cache line: only the single 2-byte store is left, and it
- *     is atomic within a line only;
- *   - the red-zone policy: `call` pushes 8 bytes below rsp, where a leaf
- *     function may keep data across the syscall.  A site is left alone when
- *     the code within RZ_BEFORE bytes before it or RZ_AFTER bytes after it
- *     addresses memory below the stack pointer (a negative displacement
- *     from rsp).  Cheap, conservative, and it catches the only way such
- *     data is read back.
+ * What is never rewritten (the site keeps trapping, which always works, and
+ * is counted): the vDSO; a site whose code cannot be read; a site with no
+ * whitelisted instruction before it; a site whose stub cannot be mapped
+ * within +-2 GiB of it; rt_sigreturn and the clone family; and everything
+ * on a kernel without membarrier SYNC_CORE (Linux < 4.16), where five bytes
+ * cannot change safely under other threads.
  */
 #include "runtime/rewrite.h"
 #include "runtime/uaccess.h"
@@ -34,22 +58,31 @@
 #include "runtime/clock.h"
 #include "runtime/config.h"
 #include "runtime/dispatch.h"
+#include "lib/util.h"
 
 #include <cpuid.h>
 #include <elf.h>
 #include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 #include <linux/membarrier.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/uio.h>
 #include <sys/syscall.h>
 
-#define SLED 512                 /* > every system call number */
-#define RZ_BEFORE 48
-#define RZ_AFTER 64
-#define SITES 8192               /* open-addressing table, power of two */
+#define SITES 8192               /* open-addressing tables, power of two */
+#define WIN_MAX 15               /* the longest window moved */
+#define STUB_SLOT 64             /* bytes per stub: one cache line */
+#define STUB_PAGES 512           /* 32768 slots, more than the tables hold */
+#define NEAR (2048ul << 20)      /* rel32's reach */
+/* The stub's layout past its moved instruction (see above): offsets from
+ * `ret`, known to trampoline.S (STUB_TO_SITE) and to stub_site_end. */
+#define RET_RCX_DISP 11          /* the rel32 of `lea site+2(%rip),%rcx` */
+#define RET_RCX_NEXT 15          /* ... and the end of that instruction */
+#define RET_TO_SITE 20           /* `jmp site`: STUB_TO_SITE in trampoline.S */
 
 _Static_assert(offsetof(struct dt_thread, vfork_child) == 192, "T_VFORK_CHILD in trampoline.S");
 
@@ -59,22 +92,26 @@ uint64_t dt_xsave_size DT_HIDDEN;
 /* trampoline.S: the calls whose dispatch uses general registers only */
 uint8_t dt_general_only[DT_NR_SYSCALLS] DT_HIDDEN;
 uint8_t dt_have_xsavec DT_HIDDEN;
-__thread void *dt_clone_ret DT_HIDDEN;   /* trampoline.S: a clone's way back */
 
 void dt_trampoline_entry(void) DT_HIDDEN;
-extern const char dt_retrap_syscall[] DT_HIDDEN;
 
-/* Rewritten sites, and sites refused: read without a lock; a rewritten site
- * is added under patch_lock before its bytes change. */
-static volatile uintptr_t refused[SITES];
-/* trampoline.S probes it too, for threads that are not detached; never
- * full, so that a probe always ends at an empty slot */
+/* The tables: read without a lock; a site is added under patch_lock before
+ * its bytes change, a refused one by compare-and-swap.
+ *   dt_rewritten_sites  the stubs' `ret` addresses: the only return
+ *                       addresses dt_trampoline_entry accepts (trampoline.S
+ *                       probes it, the same probe as table_has); never
+ *                       full, so that a probe always ends at an empty slot
+ *   patched             the `syscall` addresses of patched sites
+ *   starts, start_stub  a patch's first byte -> its stub (rewrite_int3)
+ *   refused             sites left trapping */
 volatile uintptr_t dt_rewritten_sites[SITES] DT_HIDDEN;
-#define rewritten dt_rewritten_sites
-static unsigned rewritten_count;         /* under patch_lock */
+static volatile uintptr_t patched[SITES], starts[SITES], refused[SITES];
+static uint32_t refused_traps[SITES];   /* traps at each refused site (coverage) */
+static uintptr_t start_stub[SITES];
+static unsigned patched_count;          /* under patch_lock */
 static volatile int patch_lock;
 static uintptr_t vdso_lo, vdso_hi;    /* never rewritten: the kernel's own code */
-/* membarrier SYNC_CORE is registered: a patch is staged with int3 */
+/* membarrier SYNC_CORE is registered: a patch can be staged with int3 */
 static bool can_serialize;
 /* A sleep's end rehearses its site's return (clock_resume.S: dt_wait_end)
  * with a `ret` and a `call` of its own, which a shadow stack would fault:
@@ -83,37 +120,67 @@ static bool rehearse_returns;
 #define ARCH_SHSTK_STATUS 0x5005        /* asm/prctl.h of Linux 6.6+ */
 #define ARCH_SHSTK_SHSTK  1ul
 
+/* The pages the stubs live in, each filled from its start (under patch_lock) */
+static struct { uintptr_t base; unsigned used; } stub_pages[STUB_PAGES];
+static unsigned stub_page_count;
+
+/* Every site met, for the coverage by mapping (rewrite_coverage): appended
+ * once per site, without a lock (an index taken atomically). */
+#define LOG_SITES 4096
+static struct { uintptr_t site; uint8_t kind; } site_log[LOG_SITES];
+static unsigned site_log_len;
+
 static inline size_t slot_of(uintptr_t a)
 {
 	return (size_t)((a * 0x9E3779B97F4A7C15ull) >> 51) & (SITES - 1);
 }
 
-static bool table_has(volatile uintptr_t *tab, uintptr_t a)
+/* The slot of a in tab, or -1 */
+static long table_find(volatile uintptr_t *tab, uintptr_t a)
 {
 	for (size_t i = slot_of(a), n = 0; n < SITES; i = (i + 1) & (SITES - 1), n++) {
-		uintptr_t v = tab[i];
+		uintptr_t v = __atomic_load_n(&tab[i], __ATOMIC_ACQUIRE);
 		if (v == a)
-			return true;
+			return (long)i;
 		if (!v)
-			return false;
+			return -1;
 	}
-	return false;
+	return -1;
 }
 
-static bool table_add(volatile uintptr_t *tab, uintptr_t a)
+static bool table_has(volatile uintptr_t *tab, uintptr_t a)
+{
+	return table_find(tab, a) >= 0;
+}
+
+/* Adds a (with val in vals[slot], published with it, when vals is given);
+ * the slot, or -1 when full (the site keeps trapping). */
+static long table_add(volatile uintptr_t *tab, uintptr_t *vals, uintptr_t a, uintptr_t val)
 {
 	for (size_t i = slot_of(a), n = 0; n < SITES; i = (i + 1) & (SITES - 1), n++) {
 		uintptr_t v = tab[i];
 		if (v == a)
-			return true;
+			return (long)i;
+		if (vals && !v)
+			vals[i] = val;   /* the adders hold patch_lock: nobody else writes it */
 		/* compare-and-swap: refused sites are added without the lock
 		 * (warm-up only: the steady state only reads the tables) */
 		if (!v && __atomic_compare_exchange_n(&tab[i], &v, a, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
-			return true;
+			return (long)i;
 		if (v == a)
-			return true;
+			return (long)i;
 	}
-	return false;      /* full: the site keeps trapping */
+	return -1;
+}
+
+static void log_site(uintptr_t site, uint8_t kind)
+{
+	unsigned i = __atomic_fetch_add(&site_log_len, 1, __ATOMIC_RELAXED);
+
+	if (i < LOG_SITES) {
+		site_log[i].kind = kind;
+		__atomic_store_n(&site_log[i].site, site, __ATOMIC_RELEASE);
+	}
 }
 
 /* The vDSO's code, from its ELF headers (its loadable segments start at
@@ -136,7 +203,6 @@ static void vdso_range(void)
 int rewrite_init(void)
 {
 	unsigned a, b, c, d;
-	char *page;
 
 	/* xsave must exist and be enabled by the OS */
 	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27)))
@@ -145,50 +211,18 @@ int rewrite_init(void)
 	dt_xsave_size = (b + 63) & ~63u;       /* standard format, enabled features */
 	__cpuid_count(0xd, 1, a, b, c, d);
 	dt_have_xsavec = (a >> 1) & 1;
-
-	page = (char *)sys_call6(SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE,
-				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-	if ((long)page < 0 && (long)page > -4096)
-		return (int)(long)page;
-	if (page != NULL) {
-		sys_call2(SYS_munmap, page, 4096);
-		return -EADDRNOTAVAIL;
-	}
-	/* natively no memory: the runtime's own reads of it fail (uaccess.h) */
-	dt_user_floor = 4096;
-	/* The compiler must not see a store through NULL. */
-	__asm__("" : "+r"(page));
-	for (int i = 0; i < 4096; i += 2) {      /* ud2 wherever no sled is */
-		page[i] = 0x0f;
-		page[i + 1] = 0x0b;
-	}
-	/* The sled: a call lands at any byte address nr and must slide to
-	 * SLED.  Plain nops cost one instruction a byte (400 for getppid);
-	 * blocks of 14 operand-size prefixes and a nop decode, from any byte
-	 * on, as one nop to the block's end (at most 15 bytes, the longest
-	 * instruction x86 allows; no immediate, so no length-changing-prefix
-	 * stall): a fifteenth of the instructions. */
-	for (int i = 0; i < SLED; i++)
-		page[i] = (char)((SLED - 1 - i) % 15 == 0 ? 0x90 : 0x66);
-	uint64_t entry = (uint64_t)dt_trampoline_entry;
-	page[SLED] = 0x49;                        /* movabs $entry, %r11 */
-	page[SLED + 1] = 0xbb;
-	memcpy(page + SLED + 2, &entry, 8);
-	page[SLED + 10] = 0x41;                   /* jmp *%r11 */
-	page[SLED + 11] = 0xff;
-	page[SLED + 12] = 0xe3;
+	/* Registered once per address space (an execve's new one too): from
+	 * then on MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE makes every CPU
+	 * that runs a thread of ours execute a core-serializing instruction.
+	 * Without it no five bytes can change under other threads. */
+	can_serialize = sys_call3(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0) == 0;
+	if (!can_serialize)
+		return -ENOSYS;
 	vdso_range();
 	for (long nr = 0; nr < DT_NR_SYSCALLS; nr++)
 		dt_general_only[nr] = dispatch_general_only(nr);
-	/* Registered once per address space (an execve's new one too): from
-	 * then on MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE makes every CPU
-	 * that runs a thread of ours execute a core-serializing instruction. */
-	can_serialize = sys_call3(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0) == 0;
 	unsigned long shstk = 0;        /* EINVAL: a kernel without user shadow stacks */
 	rehearse_returns = sys_call2(SYS_arch_prctl, ARCH_SHSTK_STATUS, &shstk) < 0 || !(shstk & ARCH_SHSTK_SHSTK);
-	/* Execute-only where the CPU has protection keys; readable otherwise. */
-	if (sys_call3(SYS_mprotect, 0, 4096, PROT_EXEC) < 0)
-		return -EPERM;
 	dt_rewrite_on = true;
 	return 0;
 }
@@ -219,68 +253,325 @@ static bool writable_own(uintptr_t addr)
 	       sys_call6(SYS_process_vm_writev, dt_cfg.pid, (long)&local, 1, (long)&remote, 1, 0) == 1;
 }
 
-/* The window the red-zone policy looks at, [site - RZ_BEFORE, site + 2 +
- * RZ_AFTER), clipped to what is readable: the pages before and after the
- * site's may be unmapped or guard pages.  *lo is the address of code[0]. */
-static size_t read_window(uintptr_t site, uint8_t *code, uintptr_t *lo)
-{
-	uintptr_t page = site & ~4095ul, start = site - RZ_BEFORE, end = site + 2 + RZ_AFTER;
-	size_t n = 0, got;
+/* ---- the instruction before a site */
 
-	if (start < page) {                         /* the page before */
-		got = read_own(code, start, page - start);
-		if (got == page - start)
-			n = got;
-		else
-			start = page;
+/* A window: the instructions [start, site) that move into the stub. */
+struct window {
+	uintptr_t start;
+	unsigned len, ninsn;
+	long nr;                        /* rax at the syscall when the window sets it to a constant; else -1 */
+	uint8_t bytes[WIN_MAX];
+	uint8_t bound[WIN_MAX];         /* the offsets of its inner instruction boundaries */
+	/* the registers it leaves holding a constant, and those constants */
+	uint16_t known;
+	uint64_t val[16];
+};
+
+/* The length of a ModRM operand (ModRM, SIB, displacement) at m, or 0 when
+ * it addresses memory relative to rip (the stub is elsewhere). */
+static unsigned modrm_len(const uint8_t *m)
+{
+	unsigned mod = m[0] >> 6, rm = m[0] & 7, n = 1;
+
+	if (mod == 3)
+		return 1;
+	if (rm == 4) {                  /* SIB */
+		n++;
+		if (mod == 0 && (m[1] & 7) == 5)
+			return n + 4;   /* no base: disp32, absolute (%fs:0x18) */
+	} else if (mod == 0 && rm == 5) {
+		return 0;               /* rip-relative */
 	}
-	*lo = start;
-	uintptr_t mid = end < page + 4096 ? end : page + 4096;
-	got = read_own(code + n, start + n, mid - (start + n));
-	if (got != mid - (start + n))
-		return 0;                           /* the site's own page: unreadable */
-	n += got;
-	if (end > mid)                              /* the page after */
-		n += read_own(code + n, mid, end - mid);
-	return n;
+	return n + (mod == 1 ? 1 : mod == 2 ? 4 : 0);
 }
 
-/* The red-zone policy: memory addressed below rsp near the site. */
-static bool touches_red_zone(const uint8_t *lo, const uint8_t *hi)
+/* The length of the instruction at p (at most room bytes) if it is one of
+ * the whitelist, else 0; its effect on the registers goes into w:
+ *   [REX] b8+r imm32            mov $imm32, %r32 (REX.W's imm64: refused)
+ *   REX.W c7 /0 (reg) imm32     mov $simm32, %r64
+ *   [64|65] [REX] 8b|89|8d m    mov between registers, or between a
+ *                               register and memory, lea; not rip-relative
+ *                               (the memory moves nowhere: the stub runs it
+ *                               with the program's rsp)
+ *   [REX] 31|33 (reg, reg)      xor
+ * None branches, none reads rip; xor sets the flags, which the stub then
+ * carries into the trampoline as the `syscall` would have found them. */
+static unsigned insn_len(const uint8_t *p, unsigned room, struct window *w)
 {
-	for (const uint8_t *b = lo; b + 2 < hi; b++) {
-		if ((b[1] & 0x3f) != 0x24)          /* SIB: base rsp, no index */
-			continue;
-		if ((b[0] & 0xc7) == 0x44 && (int8_t)b[2] < 0)                   /* disp8 */
-			return true;
-		if ((b[0] & 0xc7) == 0x84 && b + 5 < hi && (int8_t)b[5] < 0)     /* disp32 */
-			return true;
+	unsigned n = 0, rex = 0, m, dst;
+
+	if (room && (p[n] == 0x64 || p[n] == 0x65))
+		n++;
+	if (n < room && (p[n] & 0xf0) == 0x40)
+		rex = p[n++];
+	if (n + 1 > room)
+		return 0;
+	uint8_t op = p[n];
+	if ((op & 0xf8) == 0xb8 && !(rex & 8) && !(n - (rex ? 1 : 0))) {
+		if (n + 5 > room)
+			return 0;
+		dst = (op & 7) | (rex & 1 ? 8 : 0);
+		w->known |= (uint16_t)(1u << dst);
+		w->val[dst] = (uint32_t)p[n + 1] | (uint32_t)p[n + 2] << 8 | (uint32_t)p[n + 3] << 16 |
+			      (uint32_t)p[n + 4] << 24;
+		return n + 5;
+	}
+	if (op == 0xc7 && (rex & 8) && n == 1 && n + 6 <= room && (p[n + 1] & 0xf8) == 0xc0) {
+		dst = (p[n + 1] & 7) | (rex & 1 ? 8 : 0);
+		w->known |= (uint16_t)(1u << dst);
+		w->val[dst] = (uint64_t)(int64_t)(int32_t)((uint32_t)p[n + 2] | (uint32_t)p[n + 3] << 8 |
+							    (uint32_t)p[n + 4] << 16 | (uint32_t)p[n + 5] << 24);
+		return n + 6;
+	}
+	if ((op == 0x8b || op == 0x89 || op == 0x8d || op == 0x31 || op == 0x33) && n + 2 <= room) {
+		uint8_t mr = p[n + 1];
+		unsigned reg = ((mr >> 3) & 7) | (rex & 4 ? 8 : 0), rm = (mr & 7) | (rex & 1 ? 8 : 0);
+		bool regs = (mr >> 6) == 3;
+		if (!(m = modrm_len(p + n + 1)) || n + 1 + m > room)
+			return 0;
+		if ((op == 0x31 || op == 0x33) && !regs)
+			return 0;       /* xor with memory: a read-modify-write, not ours */
+		if (op == 0x8d && regs)
+			return 0;
+		dst = op == 0x89 || op == 0x31 ? (regs ? rm : 16) : reg;
+		if (dst < 16) {
+			if ((op == 0x31 || op == 0x33) && reg == rm) {
+				w->known |= (uint16_t)(1u << dst);
+				w->val[dst] = 0;
+			} else {
+				w->known &= (uint16_t)~(1u << dst);
+			}
+		}
+		return n + 1 + m;
+	}
+	return 0;
+}
+
+/* Whether a direct branch near site (rel8 or rel32: jmp, jcc, call) may
+ * target one of the window's inner boundaries, that is land in the middle
+ * of the jump.  Every byte of the readable code within SCAN of the site is
+ * taken for the start of a branch: conservative (bytes that are no branch
+ * only refuse more), cheap, and warm-up only. */
+#define SCAN 1024
+static bool branch_into(const struct window *w, uintptr_t site)
+{
+	uint8_t code[2 * SCAN + 8];
+	uintptr_t lo = site - SCAN, page;
+
+	if (w->ninsn < 2)
+		return false;
+	/* page by page: a neighbouring page may be unreadable */
+	memset(code, 0, sizeof(code));
+	for (page = lo & ~4095ul; page < site + SCAN; page += 4096) {
+		uintptr_t a = page < lo ? lo : page, e = page + 4096 < site + SCAN ? page + 4096 : site + SCAN;
+		read_own(code + (a - lo), a, e - a);
+	}
+	for (size_t i = 0; i < 2 * SCAN; i++) {
+		const uint8_t *c = code + i;
+		uintptr_t at = lo + i, to[2];
+		int n = 0;
+		int32_t r32;
+		if (c[0] == 0xeb || (c[0] & 0xf0) == 0x70)
+			to[n++] = at + 2 + (uintptr_t)(intptr_t)(int8_t)c[1];
+		if (c[0] == 0xe8 || c[0] == 0xe9) {
+			memcpy(&r32, c + 1, 4);
+			to[n++] = at + 5 + (uintptr_t)(intptr_t)r32;
+		}
+		if (c[0] == 0x0f && (c[1] & 0xf0) == 0x80) {
+			memcpy(&r32, c + 2, 4);
+			to[n++] = at + 6 + (uintptr_t)(intptr_t)r32;
+		}
+		for (int k = 0; k < n; k++)
+			for (unsigned b = 0; b < w->ninsn - 1; b++)
+				if (to[k] == w->start + w->bound[b])
+					return true;
 	}
 	return false;
 }
 
-/* Why a site cannot be rewritten, NULL if it can: decided from a snapshot
- * of the code around it, before any lock is taken. */
-static const char *refusal(uintptr_t site)
+/* The window before site in code (code[at] is the site's first byte): the
+ * shortest run of whitelisted instructions, 5 to WIN_MAX bytes, that ends
+ * exactly at the site.  The bytes before a site can be read more than one
+ * way; a candidate is refused where the byte before it could be a prefix
+ * of a longer instruction (REX, operand size, segment), and where a
+ * register it sets to a constant does not hold it at the trap
+ * (window_agrees). */
+static bool find_window(const uint8_t *code, size_t at, uintptr_t site, struct window *w)
 {
-	uint8_t code[RZ_BEFORE + 2 + RZ_AFTER];
-	uintptr_t lo;
-	size_t n, at;
+	for (unsigned len = 5; len <= WIN_MAX && len <= at; len++) {
+		const uint8_t *p = code + at - len;
+		unsigned off = 0, l;
+		memset(w, 0, sizeof(*w));
+		while (off < len && (l = insn_len(p + off, len - off, w))) {
+			if (off)
+				w->bound[w->ninsn - 1] = (uint8_t)off;
+			w->ninsn++;
+			off += l;
+		}
+		if (off != len)
+			continue;
+		if (len < at) {
+			uint8_t before = p[-1];
+			if ((before & 0xf0) == 0x40 || before == 0x66 || before == 0x67 || before == 0xf2 ||
+			    before == 0xf3 || before == 0x2e || before == 0x3e || before == 0x26 ||
+			    before == 0x36 || before == 0x64 || before == 0x65)
+				continue;       /* perhaps part of a longer window */
+		}
+		w->start = site - len;
+		w->len = len;
+		w->nr = w->known & 1 ? (long)(uint32_t)w->val[0] : -1;
+		memcpy(w->bytes, p, len);
+		return true;
+	}
+	return false;
+}
 
+/* Does the trap's register file agree with the window having just run?  A
+ * register it sets to a constant holds it (rcx and r11 excepted: the trap's
+ * syscall overwrote them); a misread of the bytes before the site almost
+ * never agrees. */
+static bool window_agrees(const struct window *w, const greg_t *g)
+{
+	static const int regs[16] = { REG_RAX, REG_RCX, REG_RDX, REG_RBX, REG_RSP, REG_RBP, REG_RSI, REG_RDI,
+				      REG_R8, REG_R9, REG_R10, REG_R11, REG_R12, REG_R13, REG_R14, REG_R15 };
+
+	if (!g)
+		return true;
+	for (int r = 0; r < 16; r++)
+		if ((w->known >> r & 1) && r != 1 && r != 11 && (uint64_t)g[regs[r]] != w->val[r] &&
+		    (r || (uint32_t)g[regs[r]] != (uint32_t)w->val[r]))
+			return false;
+	return true;
+}
+
+/* The calls the trampoline cannot return from (see above). */
+static bool never_patched(long nr)
+{
+	return nr == SYS_rt_sigreturn || nr == SYS_clone || nr == SYS_clone3 || nr == SYS_vfork ||
+	       nr == SYS_fork;
+}
+
+/* Why a site cannot be rewritten, NULL if it can (w: its window): decided
+ * from a snapshot of the code before it, before any lock is taken. */
+static const char *refusal(uintptr_t site, const greg_t *g, struct window *w, uint8_t *kind)
+{
+	uint8_t code[WIN_MAX + 1 + 2];
+	size_t at = WIN_MAX + 1, got;
+	uintptr_t lo = site - at, page = site & ~4095ul;
+
+	*kind = SITE_TRAPPING;
 	if (site >= vdso_lo && site < vdso_hi)
 		return "vdso";
-	if ((site & 63) == 63 && !can_serialize)
-		return "crosses a cache line";
-	n = read_window(site, code, &lo);
-	at = site - lo;
-	if (n < at + 2)
+	if (site < 4096 + at)
 		return "unreadable";
-	if (code[at] != 0x0f || code[at + 1] != 0x05)
+	if (lo < page && read_own(code, lo, page - lo) != page - lo) {
+		/* the page before is not readable: the window is what this one holds */
+		at = site - page;
+		lo = page;
+	}
+	got = read_own(code + (WIN_MAX + 1 - at), lo, at + 2);
+	if (got != at + 2)
+		return "unreadable";
+	const uint8_t *c = code + (WIN_MAX + 1 - at);
+	if (c[at] != 0x0f || c[at + 1] != 0x05)
 		return "not a syscall instruction";
-	if (touches_red_zone(code, code + n))
-		return "red zone";
+	if (!find_window(c, at, site, w))
+		return "no instruction to move";
+	if (!window_agrees(w, g))
+		return "the bytes before it read as no instruction of ours";
+	if (branch_into(w, site))
+		return "a branch may land inside the window";
+	if (w->nr >= 0 && never_patched(w->nr))
+		return "rt_sigreturn or the clone family";
+	*kind = w->ninsn == 1 && w->len == 5 && w->bytes[0] == 0xb8 ? SITE_EXACT : SITE_WINDOW;
 	return NULL;
 }
+
+/* ---- the stubs */
+
+/* A slot for a stub within reach of [start, site + 2): in a stub page
+ * already mapped, or in a new one mapped near the code (below it first:
+ * above an executable lies its heap, which must stay free to grow).  Under
+ * patch_lock.  0: none. */
+static uintptr_t stub_slot(uintptr_t start)
+{
+	for (unsigned i = 0; i < stub_page_count; i++) {
+		uintptr_t b = stub_pages[i].base;
+		uintptr_t dist = b > start ? b - start : start - b;
+		if (dist < NEAR - 2 * 4096 && stub_pages[i].used < 4096 / STUB_SLOT)
+			return b + STUB_SLOT * stub_pages[i].used++;
+	}
+	if (stub_page_count == STUB_PAGES)
+		return 0;
+	/* 2 MiB steps, down then up, up to 1 GiB away; never below
+	 * mmap_min_addr (the kernel refuses those) */
+	for (int k = 1; k <= 1024; k++) {
+		long step = (k & 1 ? -1 : 1) * (long)((k + 1) / 2) * (2l << 20);
+		uintptr_t hint = ((start & ~((2ul << 20) - 1)) + (uintptr_t)step);
+		if ((long)hint < (1l << 20) || hint >= (1ul << 47) - 4096)
+			continue;
+		long p = sys_call6(SYS_mmap, (long)hint, 4096, PROT_READ | PROT_EXEC,
+				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+		if (p < 0 && p > -4096)
+			continue;
+		if ((uintptr_t)p != hint) {     /* a kernel older than 4.17 took it as a hint */
+			sys_call2(SYS_munmap, p, 4096);
+			continue;
+		}
+		/* named in /proc/PID/maps where the kernel can (5.17+) */
+		sys_call6(SYS_prctl, PR_SET_VMA, PR_SET_VMA_ANON_NAME, p, 4096, (long)"detach stubs", 0);
+		stub_pages[stub_page_count].base = (uintptr_t)p;
+		stub_pages[stub_page_count].used = 1;
+		stub_page_count++;
+		return (uintptr_t)p;
+	}
+	return 0;
+}
+
+static void put_rel32(uint8_t *at, uintptr_t next, uintptr_t target)
+{
+	int32_t rel = (int32_t)(target - next);
+
+	memcpy(at, &rel, 4);
+}
+
+/* The stub of w at slot, as laid out above; the address of its `ret`. */
+static uintptr_t stub_write(uint8_t *code, uintptr_t slot, const struct window *w, uintptr_t site)
+{
+	uint64_t entry = (uint64_t)dt_trampoline_entry;
+	unsigned n = w->len, ret;
+
+	memset(code, 0xcc, STUB_SLOT);
+	memcpy(code, w->bytes, n);
+	memcpy(code + n, "\x48\x8d\x64\x24\x80", 5); n += 5;            /* lea -128(%rsp),%rsp */
+	code[n++] = 0x49; code[n++] = 0xbb;                              /* movabs $entry,%r11 */
+	memcpy(code + n, &entry, 8); n += 8;
+	memcpy(code + n, "\x41\xff\xd3", 3); n += 3;                     /* call *%r11 */
+	ret = n;
+	memcpy(code + n, "\x48\x8d\xa4\x24\x80\x00\x00\x00", 8); n += 8; /* lea 128(%rsp),%rsp */
+	memcpy(code + n, "\x48\x8d\x0d", 3); n += 3;                     /* lea site+2(%rip),%rcx */
+	put_rel32(code + n, slot + n + 4, site + 2); n += 4;
+	code[n++] = 0xe9;                                                /* jmp site+2 */
+	put_rel32(code + n, slot + n + 4, site + 2); n += 4;
+	code[n++] = 0xe9;                                                /* ret+20: jmp site */
+	put_rel32(code + n, slot + n + 4, site); n += 4;
+	_Static_assert(RET_RCX_DISP == 8 + 3 && RET_RCX_NEXT == 8 + 7 && RET_TO_SITE == 8 + 7 + 5,
+		       "the stub's layout");
+	return slot + ret;
+}
+
+/* Where the program resumes after the call of the stub whose `ret` is ret:
+ * the address after its site's `syscall` (the instruction pointer a
+ * seccomp filter sees, the rip of a signal frame made there). */
+static uintptr_t stub_site_end(uintptr_t ret)
+{
+	int32_t rel;
+
+	memcpy(&rel, (const void *)(ret + RET_RCX_DISP), 4);
+	return ret + RET_RCX_NEXT + (uintptr_t)(intptr_t)rel;
+}
+
+/* ---- the patch */
 
 /* Every CPU that runs a thread of this process executes a serializing
  * instruction before this returns: none still decodes the bytes it fetched
@@ -293,46 +584,59 @@ static void serialize_all(struct dt_thread *t)
 	t->stats->sync_cores++;
 }
 
-/* The store itself, on a writable page.  Staged as text_poke_bp stages a
- * change of live kernel text, so that a thread running the site meanwhile
- * (another thread of the program, another detached thread) fetches one of
- *   0f 05  syscall     the old instruction: runs (or traps) as before;
- *   cc 05, cc d0       int3: SIGTRAP, and rewrite_int3 sends it on;
- *   ff d0  call *%rax  the new one: already in the site table,
- * never 0f d0 (#UD) or ff 05 (an increment of some memory).  The last
- * store needs no serialization after it: a CPU that still decodes the int3
- * is sent on by the handler, which stays valid for the site for good. */
-static void store_call(struct dt_thread *t, volatile uint8_t *b)
+/* The stores themselves, on a writable page.  Staged as text_poke_bp
+ * stages a change of live kernel text, so that a thread running the
+ * window meanwhile (another thread of the program, another detached thread)
+ * fetches one of
+ *   the moved instruction   runs as before, then the kept syscall;
+ *   int3 + its tail         SIGTRAP, and rewrite_int3 sends it to the stub;
+ *   jmp stub                the new one: the stub is written and known.
+ * The stub's bytes were written before the first serialization, so no CPU
+ * runs a stale copy of them.  The last store needs no serialization after
+ * it: a CPU that still decodes the int3 is sent on by the handler, which
+ * stays valid for the site for good. */
+static void store_jump(struct dt_thread *t, volatile uint8_t *b, const struct window *w, uintptr_t stub)
 {
-	if (!can_serialize || ((uintptr_t)b & 63) != 63) {
-		/* One atomic 2-byte store within a cache line (without
-		 * serialization refusal() let no other site through): what
-		 * zpoline and lazypoline do.  The int3 staging is kept for the
-		 * sites that straddle a line: a thread of the program that
-		 * blocks SIGTRAP and meets the int3 is killed by the kernel
-		 * (force_sig), which cyclictest's threads showed. */
-		__atomic_store_n((volatile uint16_t *)b, (uint16_t)0xd0ff, __ATOMIC_RELEASE);
-		return;
-	}
+	uint8_t jmp[WIN_MAX];
+
+	memset(jmp, 0xcc, sizeof(jmp));   /* past the jump (a longer window): never run */
+	jmp[0] = 0xe9;
+	put_rel32(jmp + 1, w->start + 5, stub);
 	__atomic_store_n(&b[0], (uint8_t)0xcc, __ATOMIC_RELEASE);
 	serialize_all(t);
-	__atomic_store_n(&b[1], (uint8_t)0xd0, __ATOMIC_RELEASE);
+	for (unsigned i = 1; i < w->len; i++)
+		__atomic_store_n(&b[i], jmp[i], __ATOMIC_RELAXED);
 	serialize_all(t);
-	__atomic_store_n(&b[0], (uint8_t)0xff, __ATOMIC_RELEASE);
+	__atomic_store_n(&b[0], (uint8_t)0xe9, __ATOMIC_RELEASE);
 }
 
-/* The protection of the page at addr as it is now: readable (refusal read
- * it) and executable (the site ran); writable? */
-static int page_prot(uintptr_t addr)
+/* Makes [lo, hi) writable and executable, page by page, remembering each
+ * page's protection (readable and executable, as the code ran; writable as
+ * process_vm_writev finds it) in prot; false if mprotect refused. */
+static bool unprotect(uintptr_t lo, uintptr_t hi, int prot[2])
 {
-	return PROT_READ | PROT_EXEC | (writable_own(addr) ? PROT_WRITE : 0);
+	uintptr_t first = lo & ~4095ul, last = (hi - 1) & ~4095ul;
+
+	prot[0] = PROT_READ | PROT_EXEC | (writable_own(first) ? PROT_WRITE : 0);
+	prot[1] = last == first ? prot[0] : PROT_READ | PROT_EXEC | (writable_own(last) ? PROT_WRITE : 0);
+	/* Writable and still executable: other threads may be running it. */
+	return sys_call3(SYS_mprotect, first, last - first + 4096, PROT_READ | PROT_WRITE | PROT_EXEC) == 0;
 }
 
-/* The two bytes of a site become `call *%rax`, under patch_lock.  Nothing
- * here waits, allocates or reads /proc, and no signal handler runs in the
- * middle (issue 12: a handler whose own calls trapped here used to spin on
- * the lock its interrupted thread held):
- *   - every signal is blocked while the lock is held and the page writable,
+static void reprotect(uintptr_t lo, uintptr_t hi, const int prot[2])
+{
+	uintptr_t first = lo & ~4095ul, last = (hi - 1) & ~4095ul;
+
+	sys_call3(SYS_mprotect, first, 4096, prot[0]);
+	if (last != first)
+		sys_call3(SYS_mprotect, last, 4096, prot[1]);
+}
+
+/* The window of a site becomes a jump to a new stub, under patch_lock.
+ * Nothing here waits, allocates or reads /proc, and no signal handler runs
+ * in the middle (issue 12: a handler whose own calls trapped here used to
+ * spin on the lock its interrupted thread held):
+ *   - every signal is blocked while the lock is held and a page writable,
  *     so no handler (which may trap and rewrite, or siglongjmp away and
  *     leave the lock held) runs in between.  Our own calls never trap, so
  *     blocking SIGSYS here is safe.  The mask is put back as it was: in the
@@ -340,46 +644,52 @@ static int page_prot(uintptr_t addr)
  *     by the frame's, as always;
  *   - the lock is only tried: a thread that finds another thread patching
  *     leaves its site trapping this time and rewrites it at a later trap.
- * The two bytes may lie on two pages (a site at offset 4095): each keeps
- * its own protection. */
-enum patch { PATCHED, BUSY, FAILED };
+ * Each page keeps its own protection, exactly. */
+enum patch { PATCHED, BUSY, FAILED, NO_STUB };
 
-static enum patch patch_site(struct dt_thread *t, uintptr_t site)
+static enum patch patch_site(struct dt_thread *t, uintptr_t site, const struct window *w)
 {
-	uintptr_t page = site & ~4095ul, last = (site + 1) & ~4095ul;
-	size_t len = last - page + 4096;
 	uint64_t all = ~0ull, old;
 	enum patch r = FAILED;
-	int prot, prot_last;
+	int prot[2];
+	uint8_t stub[STUB_SLOT];
 
 	sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &all, &old, 8);
 	if (__atomic_exchange_n(&patch_lock, 1, __ATOMIC_ACQUIRE)) {
 		sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, 8);
 		return BUSY;
 	}
-	if (table_has(rewritten, site)) {
+	if (table_has(patched, site)) {
 		r = PATCHED;              /* another thread's trap rewrote it meanwhile */
 		goto out;
 	}
-	if (can_serialize && !intercept_own_sigtrap())
+	if (patched_count >= SITES / 2 || !intercept_own_sigtrap())
 		goto out;
-	prot = page_prot(site);
-	prot_last = last == page ? prot : page_prot(last);
-	/* Writable and still executable: other threads may be running it. */
-	if (sys_call3(SYS_mprotect, page, len, PROT_READ | PROT_WRITE | PROT_EXEC) < 0)
+	uintptr_t slot = stub_slot(w->start);
+	if (!slot) {
+		r = NO_STUB;
 		goto out;
-	if (((volatile uint8_t *)site)[0] == 0x0f && ((volatile uint8_t *)site)[1] == 0x05 &&
-	    rewritten_count < SITES / 2 && table_add(rewritten, site)) {
-		/* Known before it changes: another thread may meet the int3
-		 * or take the new call the moment it is stored. */
-		rewritten_count++;
-		store_call(t, (volatile uint8_t *)site);
-		r = PATCHED;
 	}
-	/* exactly as it was */
-	sys_call3(SYS_mprotect, page, 4096, prot);
-	if (last != page)
-		sys_call3(SYS_mprotect, last, 4096, prot_last);
+	uintptr_t ret = stub_write(stub, slot, w, site);
+	if (sys_call3(SYS_mprotect, slot & ~4095ul, 4096, PROT_READ | PROT_WRITE | PROT_EXEC) < 0)
+		goto out;
+	memcpy((void *)slot, stub, STUB_SLOT);   /* a slot no thread runs yet */
+	sys_call3(SYS_mprotect, slot & ~4095ul, 4096, PROT_READ | PROT_EXEC);
+	if (!unprotect(w->start, site + 2, prot))
+		goto out;
+	if (!memcmp((const void *)w->start, w->bytes, w->len) &&
+	    ((volatile uint8_t *)site)[0] == 0x0f && ((volatile uint8_t *)site)[1] == 0x05) {
+		/* Known before the bytes change: another thread may meet the
+		 * int3 or take the jump the moment it is stored. */
+		long s = table_add(starts, start_stub, w->start, slot);
+		if (s >= 0 && table_add(dt_rewritten_sites, NULL, ret, 0) >= 0 &&
+		    table_add(patched, NULL, site, 0) >= 0) {
+			patched_count++;
+			store_jump(t, (volatile uint8_t *)w->start, w, slot);
+			r = PATCHED;
+		}
+	}
+	reprotect(w->start, site + 2, prot);
 out:
 	__atomic_store_n(&patch_lock, 0, __ATOMIC_RELEASE);
 	sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, 8);
@@ -387,64 +697,139 @@ out:
 }
 
 /* A SIGTRAP at rip: was it the int3 of a site being rewritten (rip is the
- * byte after it)?  Then the thread is sent on as if the new instruction,
- * `call *%rax`, had run (the kernel's int3_emulate_call): the return
- * address pushed, rip at page 0's sled.  The site passed the red-zone
- * policy, so the 8 bytes below rsp are free, as for the real call; the
- * trampoline then does for this thread whatever a rewritten site does
- * (detached: the runtime's call; any other thread: the system call). */
+ * byte after it)?  Then the thread is sent on as if the jump had run: to
+ * the stub, which does the moved instruction itself.  The trampoline then
+ * does for this thread whatever a rewritten site does (detached: the
+ * runtime's call; any other thread: the system call). */
 bool rewrite_int3(ucontext_t *uc)
 {
 	greg_t *g = uc->uc_mcontext.gregs;
-	uintptr_t site = (uintptr_t)g[REG_RIP] - 1;
+	long s;
 
-	if (!dt_rewrite_on || !table_has(rewritten, site))
+	if (!dt_rewrite_on || (s = table_find(starts, (uintptr_t)g[REG_RIP] - 1)) < 0)
 		return false;
-	g[REG_RSP] -= 8;
-	*(uint64_t *)g[REG_RSP] = site + 2;
-	g[REG_RIP] = g[REG_RAX];
+	g[REG_RIP] = (greg_t)start_stub[s];
 	return true;
 }
 
 /* Called from the trap handler of a detached thread for the site that just
- * trapped; returns whether the site is rewritten now (false: it stays a
- * trapping site, for good or, when another patch was under way, until its
- * next trap). */
-bool rewrite_site(struct dt_thread *t, uintptr_t site)
+ * trapped, with the trap's registers; returns whether the site is rewritten
+ * now (false: it stays a trapping site, for good or, when another patch was
+ * under way, until its next trap). */
+bool rewrite_site(struct dt_thread *t, uintptr_t site, const greg_t *g)
 {
-	const char *why;
+	struct window w;
+	uint8_t kind;
 
-	if (!dt_rewrite_on || table_has(refused, site))
+	long r;
+
+	if (!dt_rewrite_on)
 		return false;
-	if (table_has(rewritten, site))
+	if ((r = table_find(refused, site)) >= 0) {
+		__atomic_fetch_add(&refused_traps[r], 1, __ATOMIC_RELAXED);
+		return false;
+	}
+	if (table_has(patched, site))
 		return true;
-	why = refusal(site);
-	if (!why) {
-		switch (patch_site(t, site)) {
+	if (!refusal(site, g, &w, &kind)) {
+		switch (patch_site(t, site, &w)) {
 		case PATCHED:
 			t->stats->sites_rewritten++;
+			if (kind == SITE_WINDOW)
+				t->stats->sites_window++;
+			log_site(site, kind);
 			return true;
 		case BUSY:
 			return false;
-		case FAILED:
-			why = "mprotect, SIGTRAP not ours, or table full";
+		case NO_STUB:
+			kind = SITE_NO_STUB;
+			break;
+		case FAILED:           /* mprotect, SIGTRAP not ours, or a table full */
+			kind = SITE_TRAPPING;
 			break;
 		}
 	}
-	table_add(refused, site);
+	if ((r = table_add(refused, NULL, site, 0)) >= 0) {
+		__atomic_fetch_add(&refused_traps[r], 1, __ATOMIC_RELAXED);
+		log_site(site, kind);
+	}
 	t->stats->sites_refused++;
 	return false;
 }
 
-/* A jump into page 0 that came from no rewritten site: a NULL function
- * pointer call, most likely.  Natively that is a SIGSEGV: make it one, and
+/* Whether a trap at site came from a site already patched: a call the
+ * trampoline sent back to the kept `syscall` (a retrap), or a thread that
+ * was between the two instructions when the jump was stored. */
+bool rewrite_is_retrap(uintptr_t site)
+{
+	return dt_rewrite_on && table_has(patched, site);
+}
+
+/* What became of the sites met, by the mapping they lie in (its path, or
+ * [anon], [vdso]...): written into the statistics file at exit, where libc
+ * and /proc may be used.  traps_trapping: the traps at the sites left
+ * trapping, their first included. */
+void rewrite_write_coverage(struct json *j)
+{
+	enum { MAPS = 32 };
+	struct { char name[160]; uint64_t n[SITE_NO_STUB + 1], traps; } by[MAPS];
+	unsigned nby = 0, n = __atomic_load_n(&site_log_len, __ATOMIC_ACQUIRE);
+	static const char *const kinds[] = { "exact", "window", "trapping", "no_stub" };
+	char line[512];
+	FILE *f = fopen("/proc/self/maps", "re");
+
+	if (!f)
+		return;
+	memset(by, 0, sizeof(by));
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		int at = 0;
+		if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %n", &lo, &hi, &at) < 2)
+			continue;
+		char *name = line + at;
+		name[strcspn(name, "\n")] = '\0';
+		if (!*name)
+			name = "[anon]";
+		for (unsigned i = 0; i < n && i < LOG_SITES; i++) {
+			uintptr_t site = site_log[i].site;
+			if (site < lo || site >= hi)
+				continue;
+			unsigned k = 0;
+			while (k < nby && strcmp(by[k].name, name))
+				k++;
+			if (k == nby) {
+				if (nby == MAPS)
+					continue;
+				snprintf(by[nby++].name, sizeof(by[0].name), "%s", name);
+			}
+			by[k].n[site_log[i].kind]++;
+			long r = table_find(refused, site);
+			if (r >= 0)
+				by[k].traps += refused_traps[r];
+		}
+	}
+	fclose(f);
+	json_object_begin(j, "sites");
+	for (unsigned k = 0; k < nby; k++) {
+		json_object_begin(j, by[k].name);
+		for (int kind = 0; kind <= SITE_NO_STUB; kind++)
+			json_uint(j, kinds[kind], by[k].n[kind]);
+		json_uint(j, "traps_trapping", by[k].traps);
+		json_object_end(j);
+	}
+	json_object_end(j);
+}
+
+/* A call of dt_trampoline_entry whose return address is no stub's: a jump
+ * into the runtime from nowhere it expects (a wild function pointer).
+ * Natively that would not have been a system call: make it a SIGSEGV, and
  * say what happened. */
 __attribute__((noreturn)) void dt_stray_jump(uintptr_t ret) DT_HIDDEN;
 __attribute__((noreturn)) void dt_stray_jump(uintptr_t ret)
 {
-	static const char msg1[] = "detach: error: a jump into page 0 (a NULL function pointer call?); "
-				   "return address ";
-	static const char msg2[] = " is no rewritten system call site: SIGSEGV\n";
+	static const char msg1[] = "detach: error: a jump into the runtime's system call entry "
+				   "(a wild function pointer?); return address ";
+	static const char msg2[] = " is no rewritten system call site's: SIGSEGV\n";
 	char num[19] = "0x";
 	struct ksigaction dfl = { .handler = SIG_DFL };
 
@@ -471,29 +856,28 @@ static long dispatch_sleep(struct dt_thread *t, long nr, long *args, uintptr_t r
 
 	if (tail) {
 		tail->clk = -1;
-		/* a site of ours (dt_trampoline_dispatch has checked), whose
-		 * bytes are the `call *%rax` the rehearsal executes */
+		/* a stub's `ret` (the trampoline has checked), after the
+		 * `call *%r11` the rehearsal executes */
 		tail->ret_to = rehearse_returns ? ret : 0;
 	}
 	t->wait_tail = tail;
-	r = dt_dispatch(t, nr, args, ret, NULL);
+	r = dt_dispatch(t, nr, args, stub_site_end(ret), NULL);
 	t->wait_tail = outer;
 	*left_rest = tail && tail->clk >= 0;
 	return r;
 }
 
-/* *retrap: 1, the call is re-issued to trap; 2, a sleep left its rest in
- * tail, for the trampoline to wait after the C calls have returned
- * (clock.c: timed_sleep).  tail: NULL when the trampoline saved the vector
- * state (the tail's way back restores none). */
+/* *retrap: 1, the call goes to the site's kept `syscall` to trap there;
+ * 2, a sleep left its rest in tail, for the trampoline to wait after the C
+ * calls have returned (clock.c: timed_sleep).  ret: the stub's `ret`,
+ * checked by the trampoline.  tail: NULL when the trampoline saved the
+ * vector state (the tail's way back restores none). */
 long dt_trampoline_dispatch(long nr, long *a, long *retrap, uintptr_t ret, struct wait_record *tail) DT_HIDDEN;
 long dt_trampoline_dispatch(long nr, long *a, long *retrap, uintptr_t ret, struct wait_record *tail)
 {
 	struct dt_thread *t = dt_self;
 	long r;
 
-	if (!table_has(rewritten, ret - 2))
-		dt_stray_jump(ret);
 	/* a copy: the dispatch may rewrite arguments, the slots behind a are
 	 * what the program's registers are restored from */
 	long args[6] = { a[0], a[1], a[2], a[3], a[4], a[5] };
@@ -501,7 +885,7 @@ long dt_trampoline_dispatch(long nr, long *a, long *retrap, uintptr_t ret, struc
 	if (__builtin_expect(nr == SYS_nanosleep || nr == SYS_clock_nanosleep, 0))
 		r = dispatch_sleep(t, nr, args, ret, tail, &left_rest);
 	else
-		r = dt_dispatch(t, nr, args, ret, NULL);
+		r = dt_dispatch(t, nr, args, stub_site_end(ret), NULL);
 	if (t->need_trap) {
 		t->need_trap = false;
 		*retrap = 1;
@@ -509,9 +893,4 @@ long dt_trampoline_dispatch(long nr, long *a, long *retrap, uintptr_t ret, struc
 		*retrap = 2;
 	}
 	return r;
-}
-
-bool rewrite_is_retrap(uintptr_t call_addr)
-{
-	return call_addr == (uintptr_t)dt_retrap_syscall + 2;
 }

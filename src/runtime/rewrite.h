@@ -1,5 +1,5 @@
-/* Layer 5 (entries, docs/architecture.md): rewriting `syscall` sites into
- * calls of the trampoline (rewrite.c, trampoline.S). */
+/* Layer 5 (entries, docs/architecture.md): rewriting system call sites into
+ * jumps to stubs that call the trampoline (rewrite.c, trampoline.S). */
 #ifndef DETACH_RUNTIME_REWRITE_H
 #define DETACH_RUNTIME_REWRITE_H
 
@@ -9,10 +9,21 @@
 
 #include "runtime/thread.h"
 
+/* What became of a site that trapped */
+enum site_kind {
+	SITE_EXACT,             /* mov $nr,%eax moved into its stub */
+	SITE_WINDOW,            /* another instruction moved: the number from rax */
+	SITE_TRAPPING,          /* left trapping: no instruction to move, vDSO, ... */
+	SITE_NO_STUB,           /* left trapping: no stub page within +-2 GiB */
+};
+
 int rewrite_init(void) DT_HIDDEN;
-bool rewrite_site(struct dt_thread *t, uintptr_t site) DT_HIDDEN;
-bool rewrite_is_retrap(uintptr_t call_addr) DT_HIDDEN;
+bool rewrite_site(struct dt_thread *t, uintptr_t site, const greg_t *g) DT_HIDDEN;
+bool rewrite_is_retrap(uintptr_t site) DT_HIDDEN;
 /* A thread met the int3 of a site being patched: sent on (true), or not ours. */
 bool rewrite_int3(ucontext_t *uc) DT_HIDDEN;
+struct json;
+/* "sites": what became of the sites met, by mapping (stats.c, at exit) */
+void rewrite_write_coverage(struct json *j) DT_HIDDEN;
 
 #endif

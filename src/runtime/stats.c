@@ -149,6 +149,7 @@ static void write_thread(struct json *j, const struct dt_thread_stats *s)
 	json_uint(j, "traps", s->traps);
 	json_uint(j, "retraps", s->retraps);
 	json_uint(j, "sites_rewritten", s->sites_rewritten);
+	json_uint(j, "sites_window", s->sites_window);
 	json_uint(j, "sites_refused", s->sites_refused);
 	json_uint(j, "traps_refused", s->traps_refused);
 	json_uint(j, "sync_cores", s->sync_cores);
@@ -210,6 +211,8 @@ static void warn_shared_cpus(void)
 	}
 }
 
+void (*stats_on_write)(struct json *j);
+
 /* Once per process, at its end, on a thread that may use libc freely (a
  * proxy, or a thread that is not detached). */
 void stats_finish(void)
@@ -257,6 +260,8 @@ void stats_finish(void)
 		if (dt_registry->threads[i].tid)
 			write_thread(&j, &dt_registry->threads[i]);
 	json_array_end(&j);
+	if (stats_on_write)
+		stats_on_write(&j);
 	json_object_end(&j);
 	fclose(f);
 	fd = -1;

@@ -14,6 +14,11 @@ struct dt_thread_stats *registry_slot(pid_t tid, int cpu) DT_HIDDEN;
 void registry_slot_free(struct dt_thread_stats *s) DT_HIDDEN;
 int kernel_counters_read(pid_t tid, struct kernel_counters *k) DT_HIDDEN;
 void stats_finish(void) DT_HIDDEN;
+/* Writes the process-wide part of the statistics file beyond the threads
+ * (rewrite.c: the sites by mapping); set by the runtime's start, so that
+ * this layer names nothing above it.  NULL: none. */
+struct json;
+extern void (*stats_on_write)(struct json *j) DT_HIDDEN;
 extern int dt_exit_code DT_HIDDEN;      /* exit_group's status; -1: not known */
 
 #endif

@@ -38,14 +38,13 @@ sys_call6:
 	.size sys_call6, .-sys_call6
 
 /* A rewritten site's call on a thread that is not detached (trampoline.S):
- * rsp at the return address, the program's registers and flags as at the
- * site.  rcx as the kernel would leave it: the return address. */
+ * rsp at the stub's return address, the program's registers and flags as
+ * at the site.  The stub sets rcx; r11 is the kernel's (the flags). */
 	.globl dt_native_syscall
 	.hidden dt_native_syscall
 	.type dt_native_syscall,@function
 dt_native_syscall:
 	syscall
-	movq (%rsp), %rcx
 	ret
 	.size dt_native_syscall, .-dt_native_syscall
 

@@ -1,43 +1,41 @@
 /* The entry for rewritten system call sites (rewrite.c).
  *
- * A site's 2-byte `syscall` (0f 05) became `call *%rax` (ff d0).  rax holds
- * the system call number, so the call lands in the nop sled of page 0, at
- * address nr, and slides into a jump to dt_trampoline_entry.  On entry:
- *   (%rsp)  the return address, site + 2
+ * A site's stub (rewrite.c) ran the instruction moved out of the site,
+ * stepped below the program's red zone and called here with `call *%r11`.
+ * On entry:
+ *   (%rsp)  the return address: the stub's `ret`, a key of
+ *           dt_rewritten_sites; the program's rsp is 8 + RED_ZONE above
  *   rax     the system call number; rdi rsi rdx r10 r8 r9 its arguments
  *   rcx r11 free: a real syscall clobbers them, so the program keeps nothing
- *           there (the sled's jump already used r11)
+ *           there (the stub's call already used r11)
  * The program's stack may be tiny (a goroutine's): on a detached or watched
- * thread the entry writes only the flags there, below the red zone, and
- * moves onto the runtime's own stack (stack.c); on other threads it probes
- * the site table with one more word and runs the call natively.
+ * thread the entry writes only the flags and one register there and moves
+ * onto the runtime's own stack (stack.c); on other threads it runs the call
+ * natively.
  * The program must find every other register as a real `syscall` leaves it:
  * general registers but rax/rcx/r11, the flags, and all x87/SSE/AVX/AVX-512
  * state.  The C code behind (rewrite.c: dt_trampoline_dispatch) may use any
  * of them, glibc's string functions included, so the entry saves them all:
  * the argument registers in a frame, the vector state with xsavec (only
  * the components in use are written: cheap when the upper halves are clean)
- * or xsave.
+ * or xsave.  The return sets r11 to the flags; the stub sets rcx and rsp.
  *
- * Three kinds of calls cannot return through a C frame and take other ways:
- *   rt_sigreturn  the signal frame is at the caller's rsp;
- *   clone, clone3, vfork  the child may start on another stack, or borrow
- *           ours and overwrite it.
- * On a thread that is not detached (the program's other threads, proxies,
- * children) they run right here, zpoline-style.  On a detached thread they
- * are re-issued from dt_retrap_syscall, outside the range Syscall User
- * Dispatch lets through: they trap, and the trap handler (intercept.c),
- * which has a signal frame to work with, does what it does in sud mode.
+ * Calls that cannot return through the stub go to the site's own `syscall`,
+ * which rewrite.c keeps, with the program's rsp (the stub's ret+20 jumps
+ * there): rt_sigreturn (its frame is at the caller's rsp), clone, clone3,
+ * vfork and fork (a child on another stack, or on ours, would resume in the
+ * stub with a wrong rsp), and on a detached thread every call the dispatch
+ * says needs a signal frame.  There a detached thread traps, and the trap
+ * handler (intercept.c), which has a signal frame to work with, does what
+ * it does in sud mode; any other thread makes the call natively.
  */
 #define NR_rt_sigreturn 15
 #define NR_clone        56
+#define NR_fork         57
 #define NR_vfork        58
 #define NR_clone3       435
-#define CLONE_VFORK     0x4000
-#define CA_STACK        40      /* offsetof(struct clone_args, stack) */
-#define CA_STACK_SIZE   48
-#define CA_MAX          88      /* sizeof(struct clone_args) of Linux 5.7+ */
 #define RED_ZONE        128
+#define STUB_TO_SITE    20      /* ret+20: the stub's `jmp site` (rewrite.c: RET_TO_SITE) */
 #define T_VFORK_CHILD   192     /* offsetof(struct dt_thread, vfork_child), checked in rewrite.c */
 #define T_STACK_LO      200     /* offsetof(struct dt_thread, stack_lo) ..., checked in stack.c */
 #define T_STACK_HI      208
@@ -53,20 +51,35 @@
 	.hidden dt_trampoline_entry
 	.type dt_trampoline_entry,@function
 dt_trampoline_entry:
-	/* Step over the red zone of the code we came from, whose data below
-	 * its rsp we must not touch (the call already used 8 bytes of it;
-	 * rewrite.c does not rewrite sites that keep data there), and save the
-	 * flags before anything changes them: syscall preserves them. */
-	leaq -RED_ZONE(%rsp), %rsp
-	pushfq                          /* rsp = F; the return address at F+136 */
+	/* The flags first: syscall preserves them. */
+	pushfq                          /* rsp = F; the return address at F+8 */
+	/* Is the return address a stub's (rewrite.c's table, the same probe
+	 * as table_has)?  Else this is a stray jump into the runtime. */
+	pushq %rdx
+	movq 16(%rsp), %r11             /* the return address */
+	movabsq $0x9E3779B97F4A7C15, %rcx
+	imulq %r11, %rcx
+	shrq $51, %rcx
+	andl $SITES-1, %ecx
+	leaq dt_rewritten_sites(%rip), %rdx
+4:	cmpq %r11, (%rdx,%rcx,8)
+	je 5f
+	cmpq $0, (%rdx,%rcx,8)
+	je .Lstray
+	incl %ecx
+	andl $SITES-1, %ecx
+	jmp 4b
+5:	popq %rdx
 	cmpl $NR_rt_sigreturn, %eax
-	je .Lsigreturn
+	je .Lto_site
 	cmpl $NR_clone, %eax
-	je .Lclone_family
+	je .Lto_site
 	cmpl $NR_vfork, %eax
-	je .Lclone_family
+	je .Lto_site
+	cmpl $NR_fork, %eax
+	je .Lto_site
 	cmpl $NR_clone3, %eax
-	je .Lclone_family
+	je .Lto_site
 
 	/* Which thread?  Not detached nor watched (other threads, proxies,
 	 * children, a vfork child on a detached thread's TLS): the call runs
@@ -189,23 +202,23 @@ dt_trampoline_entry:
 	movq %rbp, %rsp
 	popq %rbp
 	popq %rsp                       /* F, on the program's stack */
+	movq (%rsp), %r11               /* r11 as the kernel leaves it: the flags */
 	popfq
-	leaq RED_ZONE(%rsp), %rsp
-	/* rcx and r11 as the kernel leaves them: return address and flags */
-	movq (%rsp), %rcx
-	pushfq
-	popq %r11
-	ret
+	ret                             /* to the stub, which sets rcx and rsp */
 
 .Lretrap_from_frame:
 	movq -56(%rbp), %rax            /* nr */
 	movq %rbp, %rsp
 	popq %rbp
 	popq %rsp                       /* F */
-.Lretrap:                               /* rsp = F */
+	/* To the site's `syscall`, with the program's registers, flags and
+	 * rsp (rsp = F): see above. */
+.Lto_site:
 	popfq
-	leaq RED_ZONE(%rsp), %rsp       /* rsp -> return address, as on entry */
-	jmp dt_retrap_syscall
+	popq %r11                       /* the stub's ret */
+	leaq RED_ZONE(%rsp), %rsp       /* the program's rsp (lea: the flags stay) */
+	leaq STUB_TO_SITE(%r11), %r11
+	jmp *%r11
 
 	/* dt_trampoline_dispatch(nr, args, &retrap, return address, r8: the
 	 * wait's record or NULL), the frame at rbp; one return address deeper,
@@ -215,167 +228,22 @@ dt_trampoline_entry:
 	leaq -48(%rbp), %rsi            /* args[6] */
 	leaq -64(%rbp), %rdx            /* retrap flag */
 	movq 8(%rbp), %rcx
-	movq 8+RED_ZONE(%rcx), %rcx     /* return address: site + 2 */
+	movq 8(%rcx), %rcx              /* return address: the stub's ret */
 	subq $8, %rsp
 	call dt_trampoline_dispatch
 	addq $8, %rsp
 	ret
 
-	/* Not a detached thread: is the return address a rewritten site
-	 * (rewrite.c's table, the same probe as table_has)?  Then the call
-	 * itself, from the range Syscall User Dispatch lets through.  rsp = F. */
+	/* Not a detached thread (the stub is checked): the call itself, from
+	 * the range Syscall User Dispatch lets through.  rsp = F. */
 .Lnative:
-	pushq %rdx
-	movq 8+8+RED_ZONE(%rsp), %r11   /* return address */
-	subq $2, %r11                   /* the site */
-	movabsq $0x9E3779B97F4A7C15, %rcx
-	imulq %r11, %rcx
-	shrq $51, %rcx
-	andl $SITES-1, %ecx
-	leaq dt_rewritten_sites(%rip), %rdx
-4:	cmpq %r11, (%rdx,%rcx,8)
-	je 5f
-	cmpq $0, (%rdx,%rcx,8)
-	je .Lstray
-	incl %ecx
-	andl $SITES-1, %ecx
-	jmp 4b
-5:	popq %rdx
-	popfq
-	leaq RED_ZONE(%rsp), %rsp       /* rsp -> return address */
+	popfq                           /* rsp -> return address */
 	jmp dt_native_syscall
 .Lstray:
-	movq 8+8+RED_ZONE(%rsp), %rdi
+	movq 16(%rsp), %rdi
 	andq $-16, %rsp
 	call dt_stray_jump              /* does not return */
 	ud2
-
-	/* rt_sigreturn: the frame's ucontext is at the caller's rsp; the flags
-	 * and every register come from it. */
-.Lsigreturn:
-	movq dt_self@gottpoff(%rip), %r11
-	movq %fs:(%r11), %r11
-	movl $NR_rt_sigreturn, %eax
-	testq %r11, %r11
-	jz 1f
-	cmpb $0, T_VFORK_CHILD(%r11)
-	je .Lretrap
-1:	leaq RED_ZONE+8+8(%rsp), %rsp
-	syscall
-	ud2
-
-	/* clone, clone3, vfork.  Only rcx and r11 may change, and the flags
-	 * must be the program's at the syscall and after it. */
-.Lclone_family:
-	movq dt_self@gottpoff(%rip), %r11
-	movq %fs:(%r11), %r11
-	testq %r11, %r11
-	jz .Lnative_clone
-	cmpb $0, T_VFORK_CHILD(%r11)    /* a vfork child borrowing a detached thread's TLS */
-	je .Lretrap
-
-	/* On a thread that is not detached.  Without a stack of its own, the
-	 * child resumes on ours: the way back waits in a TLS slot (a vfork child
-	 * shares our TLS, a fork child has a copy).  With one, the way back, the
-	 * register we change and the flags go on top of the new stack, where the
-	 * child pops them. */
-.Lnative_clone:
-	cmpl $NR_clone3, %eax
-	je .Lclone3
-	cmpl $NR_clone, %eax
-	jne .Lno_stack                  /* vfork */
-	testq %rsi, %rsi
-	jz .Lno_stack
-	movq 8+RED_ZONE(%rsp), %r11     /* clone(flags, newsp, ...) */
-	movq %r11, -8(%rsi)
-	movq %rsi, -16(%rsi)
-	movq (%rsp), %rcx
-	movq %rcx, -24(%rsi)
-	movq dt_clone_ret@gottpoff(%rip), %rcx
-	movq %r11, %fs:(%rcx)
-	leaq -24(%rsi), %rsi
-	popfq
-	leaq RED_ZONE+8(%rsp), %rsp     /* the program's rsp */
-	syscall
-	testq %rax, %rax
-	jz .Lchild_stack_rsi
-	leaq 24(%rsi), %rsi
-	pushq -24(%rsi)                 /* the flags, saved on the child's stack */
-	popfq
-	movq dt_clone_ret@gottpoff(%rip), %rcx
-	jmp *%fs:(%rcx)
-.Lchild_stack_rsi:
-	popfq
-	popq %rsi
-	ret
-
-.Lclone3:
-	movq CA_STACK(%rdi), %rcx
-	testq %rcx, %rcx
-	jz .Lno_stack
-	addq CA_STACK_SIZE(%rdi), %rcx  /* the child's stack top */
-	movq 8+RED_ZONE(%rsp), %r11
-	movq %r11, -8(%rcx)
-	movq %rdi, -16(%rcx)
-	movq (%rsp), %r11
-	movq %r11, -24(%rcx)
-	movq 8+RED_ZONE(%rsp), %r11
-	movq dt_clone_ret@gottpoff(%rip), %rcx
-	movq %r11, %fs:(%rcx)
-	/* a copy of the arguments with 24 bytes less stack, below F */
-	subq $CA_MAX+8, %rsp
-	movq %rdi, CA_MAX(%rsp)         /* the program's rdi, for the parent */
-	movq 0(%rdi), %rcx;  movq %rcx, 0(%rsp)
-	movq 8(%rdi), %rcx;  movq %rcx, 8(%rsp)
-	movq 16(%rdi), %rcx; movq %rcx, 16(%rsp)
-	movq 24(%rdi), %rcx; movq %rcx, 24(%rsp)
-	movq 32(%rdi), %rcx; movq %rcx, 32(%rsp)
-	movq 40(%rdi), %rcx; movq %rcx, 40(%rsp)
-	movq 48(%rdi), %rcx; subq $24, %rcx; movq %rcx, 48(%rsp)
-	movq 56(%rdi), %rcx; movq %rcx, 56(%rsp)
-	cmpq $64, %rsi                  /* later fields only when given */
-	jbe 3f
-	movq 64(%rdi), %rcx; movq %rcx, 64(%rsp)
-	movq 72(%rdi), %rcx; movq %rcx, 72(%rsp)
-	cmpq $80, %rsi
-	jbe 3f
-	movq 80(%rdi), %rcx; movq %rcx, 80(%rsp)
-3:	movq %rsp, %rdi
-	pushq CA_MAX+8(%rsp)            /* the program's flags, from F */
-	popfq
-	syscall
-	testq %rax, %rax
-	jz .Lchild_stack_rdi
-	movq CA_MAX(%rsp), %rdi
-	pushq CA_MAX+8(%rsp)
-	popfq
-	leaq CA_MAX+8+8+RED_ZONE+8(%rsp), %rsp   /* the program's rsp */
-	movq dt_clone_ret@gottpoff(%rip), %rcx
-	jmp *%fs:(%rcx)
-.Lchild_stack_rdi:
-	popfq
-	popq %rdi
-	ret
-
-.Lno_stack:
-	movq 8+RED_ZONE(%rsp), %r11
-	movq dt_clone_ret@gottpoff(%rip), %rcx
-	movq %r11, %fs:(%rcx)
-	popfq
-	leaq RED_ZONE+8(%rsp), %rsp     /* the program's rsp */
-	syscall
-	movq dt_clone_ret@gottpoff(%rip), %rcx
-	jmp *%fs:(%rcx)
 	.size dt_trampoline_entry, .-dt_trampoline_entry
-
-/* Outside `detach_allow`: a detached thread that executes this traps, and
- * the handler resumes it at the return address left at (%rsp). */
-	.globl dt_retrap_syscall
-	.hidden dt_retrap_syscall
-	.type dt_retrap_syscall,@function
-dt_retrap_syscall:
-	syscall
-	ud2
-	.size dt_retrap_syscall, .-dt_retrap_syscall
 
 	.section .note.GNU-stack,"",@progbits

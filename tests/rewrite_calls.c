@@ -49,7 +49,6 @@ int main(int argc, char **argv)
 		return inner(10000000);
 	if (argc > 1 && !strcmp(argv[1], "sud"))
 		return 0;   /* the sud run: counted by its statistics */
-	t_need_rewrite();
 
 	st = t_run_inner(argv[0], "rewrite", rewrite, stats, sizeof(stats), false);
 	t_check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rewrite run: status %#x", st);

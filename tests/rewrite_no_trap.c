@@ -1,14 +1,16 @@
-/* Description: rewrite mode leaves no site trapping.  sha256sum of a file
- * (glibc's openat site straddles a page) refuses no site and takes one trap
- * per site rewritten: the kernel's SIGSYS deliveries (strace) match the
- * statistics, each site address once.  1,000,000 opendir/closedir (an
- * openat and a close through glibc's __open_nocancel and __close_nocancel,
- * whose sites straddle a page and a cache line in Debian 12's glibc 2.36)
- * leave the detached tid's stime and voluntary switches flat.  193 sites
- * whose two bytes straddle a cache line (one a page) are rewritten, each
- * while a thread that is not detached runs it in a loop: that thread meets
- * the staged int3 (the kernel's SIGTRAP deliveries, seen by strace) and
- * every call of either thread returns the right result.
+/* Description: rewrite mode leaves no hot site trapping.  sha256sum of a
+ * file takes one trap per site rewritten, and traps again only at the few
+ * sites left trapping (glibc's __read_nocancel and _exit have no instruction
+ * to move): the kernel's SIGSYS deliveries (strace) match the statistics.
+ * In the default mode, as an ordinary user (uid 65534, page 0 unmappable),
+ * 1,000,000 calls each of glibc's getppid(), syscall(SYS_getppid) and
+ * write() leave the detached tid's stime and voluntary switches flat, and so
+ * do 1,000,000 opendir/closedir (an openat and a close through glibc's
+ * __open_nocancel and __close_nocancel).  193 sites whose five patched bytes
+ * straddle a cache line (one a page) are rewritten, each while a thread that
+ * is not detached runs it in a loop: that thread meets the staged int3 (the
+ * kernel's SIGTRAP deliveries, seen by strace) and every call of either
+ * thread returns the right result.
  * Timeout: 180 */
 #include "helpers/t_detach.h"
 
@@ -18,24 +20,24 @@
 #define OPENS 1000000
 #define NSITES 192
 
-/* NSITES functions 128 bytes apart, each `getppid` with its syscall at
- * byte 63 of a cache line (its two bytes straddle it), and one with it at
- * byte 4095 of a page. */
+/* NSITES functions 128 bytes apart, each `getppid` whose `mov $110,%eax`
+ * (the five bytes the patch replaces) starts at byte 61 of a cache line and
+ * straddles it, and one whose mov straddles a page. */
 __asm__(".text\n"
 	".p2align 7\n"
 	"straddle_lines:\n"
 	".rept 192\n"
 	"	.p2align 7\n"
-	"	movl $110, %eax\n"             /* getppid: 5 bytes */
-	"	.fill 58, 1, 0x90\n"
-	"	syscall\n"                     /* at 63 */
+	"	.fill 61, 1, 0x90\n"
+	"	movl $110, %eax\n"             /* getppid: 5 bytes, at 61 */
+	"	syscall\n"
 	"	ret\n"
 	".endr\n"
 	".p2align 12\n"
 	"straddle_page:\n"
-	"	movl $110, %eax\n"
-	"	.fill 4090, 1, 0x90\n"
-	"	syscall\n"                     /* at 4095 */
+	"	.fill 4093, 1, 0x90\n"
+	"	movl $110, %eax\n"             /* at 4093 */
+	"	syscall\n"
 	"	ret\n");
 extern const char straddle_lines[], straddle_page[];
 
@@ -94,6 +96,46 @@ static int race(void)
 	return bad || atomic_load(&hammer_bad) ? 1 : 0;
 }
 
+/* A loop of n calls, with the kernel's account of the detached thread
+ * before and after: its system time and voluntary switches must not move. */
+static void flat(const char *what, void (*call)(void), long n)
+{
+	pid_t me = t_main_tid();
+
+	call();                                   /* the site traps once here */
+	uint64_t t0 = monotonic_ns();
+	long long s0 = t_task_stat_field(me, 15);          /* stime, ticks */
+	long long v0 = t_task_value(me, "status", "voluntary_ctxt_switches");
+	for (long i = 0; i < n; i++)
+		call();
+	uint64_t t1 = monotonic_ns();
+	long long s1 = t_task_stat_field(me, 15);
+	long long v1 = t_task_value(me, "status", "voluntary_ctxt_switches");
+	long long ticks = (long long)((t1 - t0) * sysconf(_SC_CLK_TCK) / 1000000000ull);
+	printf("%ld %s in %lld ticks: detached tid stime +%lld ticks, voluntary switches +%lld\n",
+	       n, what, ticks, s1 - s0, v1 - v0);
+	t_check(v1 == v0, "%s: the detached thread slept in the kernel %lld times", what, v1 - v0);
+	/* interrupts on a CPU that is not isolated are charged to whoever runs;
+	 * a call that entered the kernel would cost most of the time there */
+	t_check((s1 - s0) * 10 <= ticks + 20, "%s: the detached thread spent %lld of %lld ticks in the kernel",
+		what, s1 - s0, ticks);
+}
+
+static int null_fd = -1;
+static void call_getppid(void) { (void)getppid(); }
+static void call_syscall(void) { (void)syscall(SYS_getppid); }
+static void call_write(void) { t_check(write(null_fd, "x", 1) == 1, "write: %s", strerror(errno)); }
+
+static int calls(void)
+{
+	null_fd = open("/dev/null", O_WRONLY);
+	printf("uid %d\n", (int)getuid());
+	flat("getppid()", call_getppid, OPENS);
+	flat("syscall(SYS_getppid)", call_syscall, OPENS);
+	flat("write()", call_write, OPENS);
+	return t_done();
+}
+
 static int open_close(void)
 {
 	pid_t me = t_main_tid();
@@ -134,8 +176,9 @@ static void check_sites(const char *what, const char *stats)
 	printf("%s: %lld traps, %lld sites rewritten, %lld refused (%lld traps there), %lld membarrier SYNC_CORE\n",
 	       what, traps, sites, refused, trefused, syncs);
 	t_check(t_stats_has(stats, "\"mode\": \"rewrite\""), "%s: not in rewrite mode", what);
-	t_check(sites > 0 && refused == 0 && trefused == 0, "%s: %lld sites refused", what, refused);
-	t_check(traps == sites, "%s: %lld traps for %lld sites", what, traps, sites);
+	t_check(sites > 0 && refused <= 3, "%s: %lld sites refused", what, refused);
+	t_check(traps - trefused == sites, "%s: %lld traps for %lld sites", what, traps - trefused, sites);
+	t_check(trefused <= 3 * refused, "%s: %lld traps at %lld sites left trapping", what, trefused, refused);
 }
 
 /* sha256sum under strace, which sees each SIGSYS the kernel delivers */
@@ -196,7 +239,7 @@ static void sha256sum_sites(void)
 	t_check(sigsys > 0 && sigsys == t_stats_value(stats, "traps") + t_stats_value(stats, "retraps"),
 		"the kernel delivered %d SIGSYS, the statistics count %lld traps", sigsys,
 		t_stats_value(stats, "traps"));
-	t_check(repeat == 0, "%d traps at a site that trapped before", repeat);
+	t_check(repeat <= t_stats_value(stats, "traps_refused"), "%d traps at a site that trapped before", repeat);
 	unlink(stats);
 	unlink(trace);
 	unlink(file);
@@ -232,6 +275,23 @@ static void race_sites(const char *self)
 	unlink(trace);
 }
 
+/* The default mode as an ordinary user: no privilege, page 0 unmappable */
+static void user_calls(const char *self)
+{
+	char stats[128], cmd[1024];
+	int st;
+
+	if (system("setpriv --version >/dev/null 2>&1") != 0)
+		t_skip("setpriv is not installed (util-linux)");
+	snprintf(stats, sizeof(stats), "/tmp/detach-test-%d-user.json", getpid());
+	snprintf(cmd, sizeof(cmd), "setpriv --reuid=65534 --regid=65534 --clear-groups env -u DETACH_MODE "
+		 "%s run -c 1 --stats %s -- %s calls", getenv("DETACH_BIN"), stats, self);
+	st = system(cmd);
+	t_check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "calls as uid 65534: status %#x", st);
+	check_sites("calls as uid 65534, default mode", stats);
+	unlink(stats);
+}
+
 int main(int argc, char **argv)
 {
 	static const char *const rewrite[] = { "--mode", "rewrite", NULL };
@@ -242,7 +302,8 @@ int main(int argc, char **argv)
 		return open_close();
 	if (argc > 1 && !strcmp(argv[1], "race"))
 		return race();
-	t_need_rewrite();
+	if (argc > 1 && !strcmp(argv[1], "calls"))
+		return calls();
 	if (system("strace -V >/dev/null 2>&1") != 0)
 		t_skip("strace is not installed (tools/install-deps.sh)");
 
@@ -254,5 +315,6 @@ int main(int argc, char **argv)
 	unlink(stats);
 
 	race_sites(argv[0]);
+	user_calls(argv[0]);
 	return t_done();
 }

@@ -39,7 +39,9 @@ __attribute__((noinline)) static uintptr_t prefault_stack(uintptr_t *top)
 	*top = 0;
 	if (!pthread_getattr_np(pthread_self(), &attr)) {
 		if (!pthread_attr_getstack(&attr, &lo, &size)) {
-			room = sp > (uintptr_t)lo + 32768 ? sp - (uintptr_t)lo - 32768 : 0;
+			/* 0 where sp is on another stack: the runtime's, when a
+			 * watched thread is chosen in the trampoline (rewrite mode) */
+			room = sp > (uintptr_t)lo + 32768 && sp <= (uintptr_t)lo + size ? sp - (uintptr_t)lo - 32768 : 0;
 			*top = (uintptr_t)lo + size;
 		}
 		pthread_attr_destroy(&attr);

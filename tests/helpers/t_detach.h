@@ -55,18 +55,6 @@ static inline void t_detach_argv(char **args, const char *stats, const char *con
 	args[n] = NULL;
 }
 
-/* Skips a test of rewrite mode where page 0 cannot be mapped. */
-static inline void t_need_rewrite(void)
-{
-	long min = -1;
-
-	if (geteuid() == 0)
-		return;
-	read_long_file("/proc/sys/vm/mmap_min_addr", &min);
-	if (min != 0)
-		t_skip("rewrite mode needs root or vm.mmap_min_addr=0");
-}
-
 /* Re-executes this test under `detach run -c 1 [extra...]` unless it already
  * runs there.  Skips without the CPUs the test needs. */
 static inline void t_reexec_detached(int argc, char **argv, const char *const *extra)

@@ -53,7 +53,6 @@
  * cannot change safely under other threads.
  */
 #include "runtime/rewrite.h"
-#include "runtime/uaccess.h"
 #include "runtime/intercept.h"
 #include "runtime/clock.h"
 #include "runtime/config.h"

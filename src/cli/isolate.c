@@ -14,7 +14,7 @@ static int usage(int status)
 	FILE *f = status ? stderr : stdout;
 
 	fprintf(f,
-"usage: detach isolate -c LIST [--dry-run] [--allow-zero-page]\n"
+"usage: detach isolate -c LIST [--dry-run]\n"
 "       detach isolate --undo\n"
 "\n"
 "Makes the listed CPUs a partition for detached threads: a cpuset of their own\n"
@@ -31,8 +31,6 @@ ISOLATE_STATE_FILE " (root only), so --undo restores it even after a crash.\n"
 "  -c, --cpu LIST        CPUs to isolate, like 3 or 2-5,8; at least one online\n"
 "                        CPU must stay outside the list for housekeeping\n"
 "  -n, --dry-run         print what would change, change nothing (no root needed)\n"
-"      --allow-zero-page also set vm.mmap_min_addr=0, which the rewrite mode of\n"
-"                        `detach run` needs; see the security note in docs\n"
 "  -u, --undo            restore every saved value, report what could not be\n"
 "                        restored (a task that exited, an IRQ that vanished),\n"
 "                        remove the state file\n"
@@ -49,7 +47,6 @@ static int isolate_parse_args(int argc, char **argv, struct isolate_args *a)
 	static const struct option opts[] = {
 		{ "cpu", required_argument, NULL, 'c' },
 		{ "dry-run", no_argument, NULL, 'n' },
-		{ "allow-zero-page", no_argument, NULL, 'Z' },
 		{ "undo", no_argument, NULL, 'u' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
@@ -63,7 +60,6 @@ static int isolate_parse_args(int argc, char **argv, struct isolate_args *a)
 		switch (c) {
 		case 'c': a->cpus = optarg; break;
 		case 'n': a->dry = true; break;
-		case 'Z': a->zero_page = true; break;
 		case 'u': a->undo = true; break;
 		case 'h': a->help = true; return 0;
 		default: return cli_bad_option("isolate", argv);
@@ -71,7 +67,7 @@ static int isolate_parse_args(int argc, char **argv, struct isolate_args *a)
 	}
 	if (optind < argc)
 		return cli_unexpected_arg("isolate", argv[optind]);
-	if (a->undo && (a->cpus || a->dry || a->zero_page)) {
+	if (a->undo && (a->cpus || a->dry)) {
 		cli_err("--undo takes no other option");
 		cli_note("it restores everything the state file records");
 		return EXIT_USAGE;
@@ -106,7 +102,6 @@ static int isolate_main(int argc, char **argv)
 	memset(&s, 0, sizeof(s));
 	s.j.fd = -1;
 	s.dry = a.dry;
-	s.zero_page = a.zero_page;
 	if (cli_parse_cpus("-c", a.cpus, &s.cpus))
 		return EXIT_USAGE;
 	if (cpus_online(&online)) {

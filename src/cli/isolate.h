@@ -14,7 +14,6 @@
 struct isolate_args {
 	const char *cpus;        /* -c LIST */
 	bool dry;                /* --dry-run */
-	bool zero_page;          /* --allow-zero-page */
 	bool undo;               /* --undo */
 	bool help;
 };
@@ -24,7 +23,6 @@ struct iso {
 	cpu_set_t cpus, hk;
 	char cpus_s[256], hk_s[256];
 	bool dry;
-	bool zero_page;
 	struct partition cg;     /* kind and root of the cpuset hierarchy */
 	struct journal j;
 	int changes;             /* changes made (or planned, dry run) by this run */

@@ -223,11 +223,6 @@ int isolate_apply(struct iso *s)
 		if (access("/proc/sys/kernel/watchdog_cpumask", F_OK) == 0)
 			iso_move_mask(s, "/proc/sys/kernel/watchdog_cpumask", V_LIST, true);
 		iso_must_set(s, "/proc/sys/kernel/sched_rt_runtime_us", "-1", V_TEXT);
-		if (s->zero_page) {
-			iso_must_set(s, "/proc/sys/vm/mmap_min_addr", "0", V_TEXT);
-			printf("security: vm.mmap_min_addr=0 lets any program map page 0, which turns kernel\n"
-			       "  NULL-pointer bugs into exploits; --undo restores it\n");
-		}
 	}
 	if (s->failures) {
 		cli_err("%d step(s) failed; %d change(s) made", s->failures, s->changes);

@@ -61,15 +61,6 @@ int read_long_file(const char *path, long *v)
 	return 0;
 }
 
-bool exec_only_pages(void)
-{
-	unsigned a, b, c, d;
-
-	/* CPUID.(EAX=7,ECX=0):ECX bit 4, OSPKE: the OS enabled protection keys,
-	 * which Linux then uses for PROT_EXEC-only mappings. */
-	return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 4));
-}
-
 void cpu_model(char *buf, size_t len)
 {
 	FILE *f = fopen("/proc/cpuinfo", "re");

@@ -94,10 +94,6 @@ static inline uint64_t monotonic_ns(void)
 /* ---- system facts for headers ------------------------------------------- */
 /* "AMD EPYC ..." from /proc/cpuinfo, or "unknown". */
 void cpu_model(char *buf, size_t len);
-/* Can a page be mapped execute-only (PROT_EXEC without PROT_READ)?  Only
- * with protection keys enabled by the kernel (CPUID OSPKE): elsewhere such a
- * page stays readable.  Decides rewrite mode's default (its page 0). */
-bool exec_only_pages(void);
 /* Reads a small text file into buf, newline stripped; -errno on failure. */
 int read_text_file(const char *path, char *buf, size_t len);
 /* Writes a string to a (sysfs/proc) file; -errno on failure. */

@@ -293,8 +293,11 @@ static unsigned modrm_len(const uint8_t *m)
  *                               (the memory moves nowhere: the stub runs it
  *                               with the program's rsp)
  *   [REX] 31|33 (reg, reg)      xor
- * None branches, none reads rip; xor sets the flags, which the stub then
- * carries into the trampoline as the `syscall` would have found them. */
+ *   [REX] 80|83 /n ib, 81 /n id arithmetic of a register and an immediate
+ *   (reg)                       (glibc's futex wake: xor $0x80,%sil)
+ * None branches, none reads rip; xor and the arithmetic set the flags,
+ * which the stub then carries into the trampoline as the `syscall` would
+ * have found them. */
 static unsigned insn_len(const uint8_t *p, unsigned room, struct window *w)
 {
 	unsigned n = 0, rex = 0, m, dst;
@@ -321,6 +324,15 @@ static unsigned insn_len(const uint8_t *p, unsigned room, struct window *w)
 		w->val[dst] = (uint64_t)(int64_t)(int32_t)((uint32_t)p[n + 2] | (uint32_t)p[n + 3] << 8 |
 							    (uint32_t)p[n + 4] << 16 | (uint32_t)p[n + 5] << 24);
 		return n + 6;
+	}
+	if ((op == 0x80 || op == 0x81 || op == 0x83) && n + 2 <= room && (p[n + 1] >> 6) == 3) {
+		unsigned len = n + 2 + (op == 0x81 ? 4 : 1);
+		if (len > room)
+			return 0;
+		dst = (p[n + 1] & 7) | (rex & 1 ? 8 : 0);
+		if (((p[n + 1] >> 3) & 7) != 7)         /* cmp writes no register */
+			w->known &= (uint16_t)~(1u << dst);
+		return len;
 	}
 	if ((op == 0x8b || op == 0x89 || op == 0x8d || op == 0x31 || op == 0x33) && n + 2 <= room) {
 		uint8_t mr = p[n + 1];
@@ -410,10 +422,14 @@ static bool find_window(const uint8_t *code, size_t at, uintptr_t site, struct w
 		if (off != len)
 			continue;
 		if (len < at) {
+			/* a byte that would change how the first instruction
+			 * reads were it its prefix (0x26 0x2e 0x36 0x3e are no-ops
+			 * in 64-bit mode; f2 f3 67 64 65 change no mov $imm) */
 			uint8_t before = p[-1];
-			if ((before & 0xf0) == 0x40 || before == 0x66 || before == 0x67 || before == 0xf2 ||
-			    before == 0xf3 || before == 0x2e || before == 0x3e || before == 0x26 ||
-			    before == 0x36 || before == 0x64 || before == 0x65)
+			bool imm = (p[0] & 0xf8) == 0xb8;
+			if ((before & 0xf0) == 0x40 || before == 0x66 ||
+			    (!imm && (before == 0x67 || before == 0xf2 || before == 0xf3 || before == 0x64 ||
+				      before == 0x65)))
 				continue;       /* perhaps part of a longer window */
 		}
 		w->start = site - len;

@@ -132,9 +132,7 @@ static const struct rule rules[DT_NR_SYSCALLS] = {
 	[SYS_unshare]         = R_RENEW("fs, files and namespaces of the calling thread"),
 	[SYS_setns]           = R_RENEW("namespaces of the calling thread"),
 	[SYS_landlock_restrict_self] = R_RENEW("a Landlock domain restricts the calling thread"),
-	[SYS_keyctl]          = R_FN(do_keyctl, "the thread and session keyrings are the calling thread's"),
-	[SYS_add_key]         = R_FN(do_keyctl, "the thread and session keyrings are the calling thread's"),
-	[SYS_request_key]     = R_FN(do_keyctl, "the thread and session keyrings are the calling thread's"),
+	[SYS_keyctl]          = R_FN(do_keyctl, "joining a session keyring changes the calling thread"),
 	[SYS_seccomp]         = R_FN(do_seccomp, "filters apply to the calling thread; strict mode is refused"),
 	[SYS_prctl]           = R_FN(do_prctl, "options act on the calling thread"),
 	/* calls naming the caller implicitly */

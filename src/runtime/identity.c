@@ -103,12 +103,11 @@ long do_capset(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	return ret;
 }
 
-/* Keyrings: the thread keyring (KEY_SPEC_THREAD_KEYRING, -1) is the calling
- * thread's own, so a call that names it runs here; joining a session
- * keyring changes the calling thread's credentials for every later call,
- * so the proxy is made again from it (proxy.c).  Everything else is
- * forwarded: the proxy shares the process and session keyrings. */
-#define KEY_SPEC_THREAD_KEYRING     (-1)        /* include/uapi/linux/keyctl.h */
+/* Keyrings: joining a session keyring changes the calling thread's
+ * credentials for every later call, so the proxy is made again from it
+ * (proxy.c).  Every other keyring call is forwarded, the thread keyring's
+ * too: the proxy carries them all, so they all see the same one (a key
+ * added to it here and looked for there would be missing). */
 #define KEYCTL_JOIN_SESSION_KEYRING 1
 
 long do_keyctl(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
@@ -116,9 +115,5 @@ long do_keyctl(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	(void)uc;
 	if (nr == SYS_keyctl && (int)a[0] == KEYCTL_JOIN_SESSION_KEYRING)
 		return proxy_renewed_around(t, nr, a);
-	if ((nr == SYS_keyctl && (int)a[1] == KEY_SPEC_THREAD_KEYRING) ||
-	    (nr == SYS_add_key && (int)a[4] == KEY_SPEC_THREAD_KEYRING) ||
-	    (nr == SYS_request_key && (int)a[3] == KEY_SPEC_THREAD_KEYRING))
-		return local_call(t, nr, a);
 	return forward(t, nr, a);
 }

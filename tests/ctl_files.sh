@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Description: `detach ctl` serves the paper's control files with FUSE.  The
-# paper's wrapper script (seed 002, III-B-4), unchanged but for SYSFS_PATH,
+# paper's wrapper script (the detached-threads paper, section III-B-4), unchanged but for SYSFS_PATH,
 # runs a program detached on the CPU it named: the shell writes its own pid,
 # then the CPU, then execs; the program's first thread is on that CPU
 # (/proc), its writes leave from the proxy (the kernel's syscw), the
@@ -34,7 +34,7 @@ grep -q "^NOTE:" "$T_TMP/twice.err" || t_fail "second mount: no NOTE: $(cat "$T_
 
 # --- the paper's wrapper script ---------------------------------------------------
 cpu=$(($(nproc --all) - 1))      # in the default partition: every CPU but the first
-# the script as printed in the paper (seed 002, section III-B-4)
+# the script as printed in the paper (the detached-threads paper, section III-B-4)
 cat >"$T_TMP/paper.sh" <<'EOF'
 #! /bin/sh
 SYSFS_PATH=/sys/kernel/l4/detach

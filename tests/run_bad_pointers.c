@@ -223,6 +223,16 @@ static void table(FILE *out, const char *pass, bool skip_page0)
 		}
 }
 
+/* Last, natively and detached: an ignored SIGSEGV stays ignored across
+ * execve (the "exec-ign" role checks it). */
+static int exec_ignoring_segv(char *self)
+{
+	signal(SIGSEGV, SIG_IGN);
+	execl("/proc/self/exe", self, "exec-ign", (char *)NULL);
+	t_check(0, "execl: %s", strerror(errno));
+	return t_done();
+}
+
 int main(int argc, char **argv)
 {
 	static char expect_path[] = "/tmp/detach-badptr-XXXXXX";
@@ -307,10 +317,7 @@ int main(int argc, char **argv)
 		t_check(f && fputs(text, f) >= 0 && fclose(f) == 0, "cannot write %s", expect);
 		if (t_failures)
 			return t_done();
-		signal(SIGSEGV, SIG_IGN);
-		execl("/proc/self/exe", argv[0], "exec-ign", (char *)NULL);
-		t_check(0, "execl: %s", strerror(errno));
-		return t_done();
+		return exec_ignoring_segv(argv[0]);
 	}
 	/* detached: line by line against the native run's */
 	FILE *f = fopen(expect, "r");
@@ -332,9 +339,5 @@ int main(int argc, char **argv)
 	unlink(expect);
 	if (t_failures)
 		return t_done();
-	/* last: an ignored SIGSEGV stays ignored across execve */
-	signal(SIGSEGV, SIG_IGN);
-	execl("/proc/self/exe", argv[0], "exec-ign", (char *)NULL);
-	t_check(0, "execl: %s", strerror(errno));
-	return t_done();
+	return exec_ignoring_segv(argv[0]);
 }

@@ -1,7 +1,7 @@
 # Description: a Go program (cgo, so dynamic and preloadable) whose
 # goroutines recurse on their small stacks with getpid at the leaf runs
 # detached as natively, 3 runs of 3: neither the trap's signal frame nor the
-# trampoline's saved state may land on a goroutine's stack (issue 13).
+# trampoline's saved state may land on a goroutine's stack.
 # Timeout: 600
 . "$(dirname "$0")/helpers/lib.sh"
 t_need_cpus 2

@@ -38,7 +38,7 @@ static int install(struct sock_filter *f, unsigned short len)
 }
 #define INSTALL(f) install(f, sizeof(f) / sizeof(f[0]))
 
-/* /tmp/allow.c of issue 13 item 7, as it is */
+/* a user's report's /tmp/allow.c, as it is */
 static int role_allow(bool deny)
 {
 	struct sock_filter f[] = {

@@ -2,7 +2,7 @@
  * kernel's AT_MINSIGSTKSZ plus 4 KiB, a guard page under it, as CPython's
  * faulthandler allocates one on its heap) makes system calls detached as
  * natively: the runtime's work for a trap may not run past the bottom of
- * that stack (issue 25: sched_setaffinity's path overflowed it into
+ * that stack (CPython under faulthandler: sched_setaffinity's path overflowed it into
  * CPython's heap, "free(): invalid pointer" at exit).  And an SA_ONSTACK
  * handler that interrupts a forwarded call's wait still runs on the
  * program's alternate stack, as natively (Go's handlers require it). */
@@ -38,7 +38,7 @@ static int calls(void)
 		return 1;
 	if (nanosleep(&ts, NULL))
 		return 2;
-	/* the deep path of issue 25 (CPython's test_sched_setaffinity): a
+	/* the deep path CPython's test_sched_setaffinity reached: a
 	 * thread pinned to the detached CPU may be chosen by the "pinned" rule,
 	 * which looks the CPU partition up; pid -1 is ESRCH in the end */
 	if (sched_getaffinity(0, sizeof(own), &own) || sched_setaffinity(0, sizeof(own), &own))

@@ -1,6 +1,6 @@
 # Description: the runtime's includes point down: every file of src/runtime/
 # is in the layer table of docs/architecture.md, and includes headers of its
-# own layer or below only (issue 10).  Neither the command nor src/lib
+# own layer or below only.  Neither the command nor src/lib
 # includes the runtime.
 . "$(dirname "$0")/helpers/lib.sh"
 

@@ -649,7 +649,7 @@ static void reprotect(uintptr_t lo, uintptr_t hi, const int prot[2])
 
 /* The window of a site becomes a jump to a new stub, under patch_lock.
  * Nothing here waits, allocates or reads /proc, and no signal handler runs
- * in the middle (issue 12: a handler whose own calls trapped here used to
+ * in the middle (once, a handler whose own calls trapped here used to
  * spin on the lock its interrupted thread held):
  *   - every signal is blocked while the lock is held and a page writable,
  *     so no handler (which may trap and rewrite, or siglongjmp away and

@@ -1,6 +1,6 @@
 /* The program's seccomp filters, kept and judged by the runtime.
  *
- * The rule (issue 13): a filter the program installs applies to the calls
+ * The rule: a filter the program installs applies to the calls
  * the program makes, wherever they run, and never to the runtime's own
  * machinery.  A kernel filter on a detached thread would also judge the
  * runtime's calls there (the trap's rt_sigreturn, rewrite mode's patching)

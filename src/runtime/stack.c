@@ -1,6 +1,6 @@
 /* The runtime's own stack, one per detached or watched thread.
  *
- * Neither entry of a call may rely on the program's stack (issue 13: a Go
+ * Neither entry of a call may rely on the program's stack (a Go
  * goroutine starts with 2 KiB; a makecontext stack may be smaller still):
  *   - the SIGSYS handler has SA_ONSTACK (intercept.c), and this stack is
  *     the thread's alternate signal stack whenever the program set none, so
@@ -143,7 +143,7 @@ void stack_on_return(const struct dt_thread *t, ucontext_t *uc)
  * own handlers (Python allocates it on its heap, SIGSTKSZ plus
  * AT_MINSIGSTKSZ), and a deep path of ours (sched_setaffinity's partition
  * lookup, a warning's vsnprintf: 9-12 KB below the frame) ran past its
- * bottom into the program's heap (issue 25: "free(): invalid pointer" at
+ * bottom into the program's heap (CPython's faulthandler stack: "free(): invalid pointer" at
  * CPython's exit, a crash in its garbage collector).  So such a trap moves
  * to the signal half of our stack, unused by the kernel while the program
  * has its own, when it came from code on no alternate stack (the frame is

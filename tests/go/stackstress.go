@@ -1,7 +1,7 @@
 // A goroutine-recursion stress with getpid at the leaf, built with cgo (a
 // dynamic executable that detach can preload).  Goroutine stacks start at
 // 2 KiB: a runtime that puts a signal frame or saved state on the stack of
-// the goroutine making the call corrupts its neighbours (issue 13).
+// the goroutine making the call corrupts its neighbours.
 package main
 
 // #include <unistd.h>

@@ -97,6 +97,7 @@ for tag in "${tags[@]}"; do
 	[ -n "$d" ] && [ -z "${seen_dir[$d]:-}" ] && { seen_dir[$d]=1; dirs+=("$d"); }
 done
 if [ ${#dirs[@]} -gt 0 ]; then
+	mkdir -p "$ltp"
 	echo "ltp: building and installing ${#dirs[@]} test directories into $ltp/root"
 	# a directory a CPU (most hold a few programs); -k: a few need headers
 	# this Debian lacks

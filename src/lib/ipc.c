@@ -30,8 +30,14 @@ bool ipc_role_alive(uint64_t role)
 {
 	uint64_t st;
 	char state;
+	int err;
 
-	if (!ipc_role_pid(role) || ipc_proc_stat(ipc_role_pid(role), &state, &st))
+	if (!ipc_role_pid(role))
 		return false;
+	/* Only a missing /proc entry is a death: a failure to read it (no
+	 * descriptor left, no memory) says nothing about the holder, and a
+	 * role wrongly found dead ends its peer's channel (-EPIPE). */
+	if ((err = ipc_proc_stat(ipc_role_pid(role), &state, &st)))
+		return err != -ENOENT && err != -ESRCH;
 	return state != 'Z' && state != 'X' && (uint32_t)st == (uint32_t)(role >> 32);
 }

@@ -33,7 +33,8 @@ static inline uint64_t ipc_role_word(uint32_t pid, uint32_t starttime)
 	return (uint64_t)starttime << 32 | pid;
 }
 static inline uint32_t ipc_role_pid(uint64_t w) { return (uint32_t)w; }
-/* The holder still runs (not a zombie, same start time).  src/lib/ipc.c */
+/* The holder still runs (not a zombie, same start time); a /proc it cannot
+ * read counts as alive, only a missing one as dead.  src/lib/ipc.c */
 bool ipc_role_alive(uint64_t role);
 /* State letter and start time of pid from /proc/PID/stat; -errno if gone. */
 int ipc_proc_stat(uint32_t pid, char *state, uint64_t *starttime);

@@ -5,11 +5,13 @@
  * sleep: no voluntary switch of the detached thread nor of its (spinning)
  * proxy.  A signal ends a sleep with EINTR and the time left, as natively,
  * also in a sleep's last microseconds (in sud mode they are waited after
- * the trap's return, clock_resume.S). */
+ * the trap's return, clock_resume.S).  select and pselect write back the
+ * time left, unless the personality has STICKY_TIMEOUTS. */
 #include "helpers/t_detach.h"
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/personality.h>
 #include <sys/select.h>
 #include <sys/time.h>
 #include <time.h>
@@ -146,6 +148,34 @@ int main(int argc, char **argv)
 	errno = 0;
 	r = poll(NULL, 0, 300);
 	t_check(r == -1 && errno == EINTR, "interrupted poll: %d %s", r, strerror(errno));
+
+	/* select and pselect6 without descriptors write back the time left;
+	 * with STICKY_TIMEOUTS in the personality they keep the timeout
+	 * (glibc's pselect never shows it: it passes a copy) */
+	int persona = personality(0xffffffff);
+	for (int sticky = 0; sticky <= 1; sticky++) {
+		personality((unsigned long)(sticky ? persona | STICKY_TIMEOUTS : persona));
+		struct timeval tv = { 0, 300000 };
+		arm_alarm(50000);
+		r = select(0, NULL, NULL, NULL, &tv);
+		e = errno;
+		struct timespec pts = { 0, 300000000 };
+		arm_alarm(50000);
+		long pr = syscall(SYS_pselect6, 0, NULL, NULL, NULL, &pts, NULL);
+		int pe = errno;
+		personality((unsigned long)persona);
+		printf("select 300 ms, SIGALRM at 50 ms%s: %ld us left; pselect6: %ld us left\n",
+		       sticky ? " (STICKY_TIMEOUTS)" : "", (long)tv.tv_usec, pts.tv_nsec / 1000);
+		t_check(r == -1 && e == EINTR && pr == -1 && pe == EINTR, "interrupted select %d %s, pselect6 %ld %s",
+			r, strerror(e), pr, strerror(pe));
+		if (sticky) {
+			t_check(tv.tv_sec == 0 && tv.tv_usec == 300000, "select changed a sticky timeout");
+			t_check(pts.tv_sec == 0 && pts.tv_nsec == 300000000, "pselect6 changed a sticky timeout");
+		} else {
+			t_check(tv.tv_sec == 0 && tv.tv_usec > 0 && tv.tv_usec < 300000, "select's time left is wrong");
+			t_check(pts.tv_sec == 0 && pts.tv_nsec > 0 && pts.tv_nsec < 300000000, "pselect6's time left is wrong");
+		}
+	}
 
 	/* 15 us sleeps under a 37 us interval timer: signals land in the last
 	 * microseconds of a sleep, and in none at all */

@@ -22,6 +22,7 @@
 #include <ucontext.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/personality.h>
 #include <poll.h>
 #include <sys/select.h>
 #include <sys/syscall.h>
@@ -165,11 +166,14 @@ static long write_left(clockid_t clk, uint64_t deadline, struct timespec *rem, l
 	return copy_to_user(rem, &ts, sizeof(ts)) ? -EFAULT : r;
 }
 
-/* select, ppoll and pselect6 write back the time left; where they cannot,
- * the kernel says nothing of it (poll_select_finish). */
-static void write_back(void *u, const void *v, size_t n)
+/* select, ppoll and pselect6 write back the time left, as the kernel's
+ * poll_select_finish does: not for a zero timeout, not when the thread's
+ * personality has STICKY_TIMEOUTS, and where they cannot, it says nothing
+ * of it. */
+static void write_back(const struct dt_thread *t, uint64_t timeout_ns, void *u, const void *v, size_t n)
 {
-	(void)copy_to_user(u, v, n);
+	if (timeout_ns && !(t->persona & STICKY_TIMEOUTS))
+		(void)copy_to_user(u, v, n);
 }
 
 _Static_assert(sizeof(struct wait_record) == 48 && offsetof(struct wait_record, rip) == 24 &&
@@ -335,13 +339,14 @@ long timed_select(struct dt_thread *t, struct timeval *tv)
 		return -EFAULT;
 	if (v.tv_sec < 0 || v.tv_usec < 0)
 		return -EINVAL;
-	deadline = clock_ns(CLOCK_MONOTONIC) + (uint64_t)v.tv_sec * 1000000000ull + (uint64_t)v.tv_usec * 1000ull;
+	uint64_t ns = (uint64_t)v.tv_sec * 1000000000ull + (uint64_t)v.tv_usec * 1000ull;
+	deadline = clock_ns(CLOCK_MONOTONIC) + ns;
 	r = timed_wait_until(t, CLOCK_MONOTONIC, deadline);
 	now = clock_ns(CLOCK_MONOTONIC);
 	uint64_t left = now < deadline ? deadline - now : 0;
 	v.tv_sec = (time_t)(left / 1000000000ull);
 	v.tv_usec = (suseconds_t)(left % 1000000000ull / 1000);
-	write_back(tv, &v, sizeof(v));
+	write_back(t, ns, tv, &v, sizeof(v));
 	return r;
 }
 
@@ -349,7 +354,7 @@ long timed_select(struct dt_thread *t, struct timeval *tv)
  * the time left. */
 long timed_ppoll(struct dt_thread *t, struct timespec *ts)
 {
-	uint64_t ns, deadline, now;
+	uint64_t ns, deadline, now, left;
 	long r;
 
 	wait_begins(t);
@@ -360,8 +365,8 @@ long timed_ppoll(struct dt_thread *t, struct timespec *ts)
 	deadline = clock_ns(CLOCK_MONOTONIC) + ns;
 	r = timed_wait_until(t, CLOCK_MONOTONIC, deadline);
 	now = clock_ns(CLOCK_MONOTONIC);
-	ns = now < deadline ? deadline - now : 0;
-	struct timespec v = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
-	write_back(ts, &v, sizeof(v));
+	left = now < deadline ? deadline - now : 0;
+	struct timespec v = { (time_t)(left / 1000000000ull), (long)(left % 1000000000ull) };
+	write_back(t, ns, ts, &v, sizeof(v));
 	return r;
 }

@@ -265,6 +265,9 @@ long dt_dispatch(struct dt_thread *t, long nr, long a[6], uintptr_t ip, ucontext
 		return local_call(t, nr, a);
 	case MIRROR: {
 		long ret = local_call(t, nr, a);
+
+		if (nr == SYS_personality && ret >= 0 && (uint32_t)a[0] != 0xffffffff)
+			t->persona = (uint32_t)a[0];    /* the waits served here honour it */
 		/* The proxy follows; it may already have (glibc's SIGSETXID broadcast
 		 * reaches it too), so its answer is not the program's. */
 		if (ret >= 0 && t->depth == 0 && !t->observed)

@@ -89,6 +89,8 @@ struct dt_thread {
 	volatile uint32_t handler_returns; /* the program's handlers returned (signals.c) */
 	siginfo_t raised_info;          /* written by the proxy with mb.raised */
 	volatile uint8_t selector;      /* Syscall User Dispatch selector byte */
+	uint32_t persona;               /* its personality(2): STICKY_TIMEOUTS keeps
+	                                 * the timeout of a wait served here (clock.c) */
 	uint64_t app_blocked_open;      /* of the signals kept open (call.h:
 					 * kept_open), those the program believes blocked */
 	uint64_t cpu_seen[5][3];        /* CPU times last answered (cputime.c) */

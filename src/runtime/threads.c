@@ -267,6 +267,7 @@ int detach_thread(struct dt_thread *t, int cpu)
 	t->observed = false;
 	t->pending_cpu = -1;
 	t->tid = (pid_t)syscall(SYS_gettid);
+	t->persona = (uint32_t)syscall(SYS_personality, 0xffffffff);
 	t->cpu = cpu;
 	t->stats = registry_slot(t->tid, cpu);
 	if (!t->stats) {

@@ -63,8 +63,15 @@ $(BUILD)/gen/syscall_names.inc: $(UNISTD)
 $(BUILD)/src/lib/syscall_names.o: $(BUILD)/gen/syscall_names.inc
 
 # --- the preloaded runtime -------------------------------------------------
-RT_SRC   := $(wildcard src/runtime/*.c) $(wildcard src/runtime/*.S)
+RT_SRC   := $(filter-out src/runtime/asm_offsets.c,$(wildcard src/runtime/*.c)) $(wildcard src/runtime/*.S)
 RT_OBJ   := $(patsubst %,$(BUILD)/%.o,$(basename $(RT_SRC)))
+# The contract between the runtime's C and its assembly (the kernel's
+# asm-offsets): src/runtime/asm_offsets.c, compiled to assembly only, leaves
+# `.ascii "->NAME VALUE"` lines; they become the #defines of ASM_OFFSETS,
+# which every .S of the runtime includes.  The compile's dependency file
+# names the headers it read, so a struct changed there regenerates the
+# header and reassembles the .S files.
+ASM_OFFSETS := $(BUILD)/gen/runtime/asm_offsets.h
 RT_SO    := $(BUILD)/libdetach.so
 # The interception path must not touch SIMD registers behind the program's back
 # and must not be split into cold sections (the wait loop is found by address).
@@ -141,10 +148,25 @@ $(BUILD)/src/runtime/%.o: src/runtime/%.c
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(ALL_CFLAGS) $(RT_CFLAGS) -c -o $@ $<
 
-$(BUILD)/src/runtime/%.o: src/runtime/%.S
+$(BUILD)/src/runtime/%.o: src/runtime/%.S $(ASM_OFFSETS)
 	$(call msg,AS,$<)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+# -fno-lto: the values must be in the assembly, not in LTO's bytecode.
+$(BUILD)/src/runtime/asm_offsets.s: src/runtime/asm_offsets.c
+	$(call msg,CC,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(ALL_CFLAGS) $(RT_CFLAGS) -fno-lto -S -o $@ $<
+$(ASM_OFFSETS): $(BUILD)/src/runtime/asm_offsets.s
+	$(call msg,GEN,$@)
+	@mkdir -p $(dir $@)
+	$(Q){ echo '/* Generated from src/runtime/asm_offsets.c by the Makefile: do not edit. */'; \
+	  sed -n 's/^[[:space:]]*\.ascii[[:space:]]*"->\([A-Za-z0-9_]*\) [$$]*\(-*[0-9][0-9]*\)".*/#define \1 \2/p' $<; \
+	} > $@.tmp
+	$(Q)[ "$$(grep -c '^#define' $@.tmp)" -eq "$$(grep -c '"->' $<)" ] || \
+	  { echo "$@: a line of $< is not NAME VALUE" >&2; rm -f $@.tmp; exit 1; }
+	$(Q)mv $@.tmp $@
 
 $(BUILD)/src/rtl/%.o: src/rtl/%.c
 	$(call msg,CC,$<)

@@ -34,7 +34,6 @@
  * the rest is waited after its rt_sigreturn (clock_resume.S); longer than
  * the way back through the kernel takes but in its rarest tails. */
 #define RESUME_NS 20000
-#define RED_ZONE 128
 
 static inline uint64_t ts_ns(const struct timespec *ts)
 {
@@ -176,10 +175,6 @@ static void write_back(const struct dt_thread *t, uint64_t timeout_ns, void *u, 
 		(void)copy_to_user(u, v, n);
 }
 
-_Static_assert(sizeof(struct wait_record) == 48 && offsetof(struct wait_record, rip) == 24 &&
-	       offsetof(struct wait_record, ret_to) == 32 && offsetof(struct wait_record, tsc_end) == 40,
-	       "RECORD, R_RIP, R_RET_TO and R_TSC_END in clock_resume.S, W_RECORD in trampoline.S");
-_Static_assert(offsetof(struct dt_thread, intr_signo) == 320, "T_INTR_SIGNO in clock_resume.S");
 extern const char dt_wait_resume[] DT_HIDDEN;
 
 /* Whether the sleep that trapped with frame uc may end after the trap's

@@ -22,7 +22,7 @@
  * of the program (vector state included):
  *   rsp  the wait's record (struct wait_record, clock.c), written by the
  *        handler below the program's red zone: the program's rsp is
- *        rsp + RECORD + RED_ZONE
+ *        rsp + W_SIZE + RED_ZONE
  *   rax  nothing yet: the call's result comes from dt_wait_end
  *   rcx r11 free: a real syscall clobbers them (return address, flags)
  *   every other register as at the trapped `syscall`
@@ -50,13 +50,7 @@
  * wait is over, a handler that runs then does not make it fail.  A handler
  * that runs at the one instruction after that call, in `detach_wait`, finds
  * the wait over and leaves a mark (intr_signo) that dt_wait_ended clears. */
-#define RED_ZONE   128
-#define RECORD     48           /* sizeof(struct wait_record), checked in clock.c */
-#define R_RIP      24           /* offsetof(struct wait_record, rip) */
-#define R_RET_TO   32           /* offsetof(struct wait_record, ret_to) */
-#define R_TSC_END  40           /* offsetof(struct wait_record, tsc_end) */
-#define T_STACK_HI 208          /* offsetof(struct dt_thread, stack_hi), checked in stack.c */
-#define T_INTR_SIGNO 320        /* offsetof(struct dt_thread, intr_signo), checked in clock.c */
+#include "gen/runtime/asm_offsets.h"   /* asm_offsets.c: W_* (struct wait_record), T_* */
 
 	.section detach_wait,"ax",@progbits
 	.globl dt_wait_resume
@@ -108,14 +102,14 @@ dt_wait_end:
 	 * the last stretch would only add a clock read after the decision,
 	 * which cost sud mode half a TSC step of median deviation; the rest
 	 * is waited in C, which ends on the clock's own read. */
-	cmpq $0, R_RET_TO(%r12)
+	cmpq $0, W_RET_TO(%r12)
 	je 5f
 	movq %rbx, %rdi
 	movq %r12, %rsi
 	call timed_wait_approach        /* up to LAST_NS before the deadline */
 	testq %rax, %rax
 	jnz dt_wait_ended               /* -EINTR: a handler ran */
-	movq R_RET_TO(%r12), %rcx
+	movq W_RET_TO(%r12), %rcx
 	/* Rehearse the site's return.  Its stub's `call *%r11` pushed the
 	 * stub's ret on the return-address predictor, and the trampoline's
 	 * `ret` will pop it; an interrupt during the wait overwrote it.  So
@@ -134,7 +128,7 @@ dt_wait_end:
 	subq $3, %rcx
 	jmp *%rcx                       /* the stub: call *%r11 */
 3:	addq $8, %rsp                   /* its return address, which we do not use */
-	movq R_TSC_END(%r12), %rcx
+	movq W_TSC_END(%r12), %rcx
 	/* The last stretch: as the runtime's other waits, a handler that ran
 	 * (intr_signo) ends it; timed_wait_finish then says EINTR.  rax: the
 	 * last TSC read (tsc_end before the first), for the CPU-time count. */
@@ -180,8 +174,8 @@ dt_wait_resumed:
 	popq %rsp                       /* F, on the program's stack */
 	movq (%rsp), %r11               /* r11: the flags, as the kernel leaves it */
 	popfq                           /* rsp = the record */
-	movq R_RIP(%rsp), %rcx          /* rcx: the return address, as the kernel leaves it */
-	leaq RECORD+RED_ZONE(%rsp), %rsp   /* lea: the flags stay; the program's rsp */
+	movq W_RIP(%rsp), %rcx          /* rcx: the return address, as the kernel leaves it */
+	leaq W_SIZE+RED_ZONE(%rsp), %rsp   /* lea: the flags stay; the program's rsp */
 	jmp *%rcx
 	.size dt_wait_resumed, .-dt_wait_resumed
 

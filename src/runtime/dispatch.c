@@ -33,8 +33,6 @@
 #include <string.h>
 #include <sys/syscall.h>
 
-_Static_assert(offsetof(ucontext_t, uc_mcontext.gregs[REG_RAX]) == 144, "UC_RAX in stubs.S");
-
 enum action { FORWARD = 0, LOCAL, MIRROR, RENEW, EMULATE, SPECIAL };
 
 struct rule {

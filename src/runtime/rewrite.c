@@ -72,20 +72,14 @@
 #include <sys/uio.h>
 #include <sys/syscall.h>
 
-#define SITES 8192               /* open-addressing tables, power of two */
 #define WIN_MAX 15               /* the longest window moved */
 #define STUB_SLOT 64             /* bytes per stub: one cache line */
 #define STUB_PAGES 512           /* 32768 slots, more than the tables hold */
 #define NEAR (2048ul << 20)      /* rel32's reach */
 /* The stub's layout past its moved instruction (see above): offsets from
- * `ret`, known to trampoline.S (STUB_TO_SITE) and to stub_site_end. */
+ * `ret`, known to stub_site_end; RET_TO_SITE (rewrite.h) to trampoline.S too. */
 #define RET_RCX_DISP 11          /* the rel32 of `lea site+2(%rip),%rcx` */
 #define RET_RCX_NEXT 15          /* ... and the end of that instruction */
-#define RET_TO_SITE 20           /* `jmp site`: STUB_TO_SITE in trampoline.S */
-
-_Static_assert(offsetof(struct dt_thread, vfork_child) == 192, "T_VFORK_CHILD in trampoline.S");
-
-_Static_assert(DT_NR_SYSCALLS == 512, "NR_TABLE in trampoline.S");
 
 uint64_t dt_xsave_size DT_HIDDEN;
 /* trampoline.S: the calls whose dispatch uses general registers only */
@@ -103,10 +97,10 @@ void dt_trampoline_entry(void) DT_HIDDEN;
  *   patched             the `syscall` addresses of patched sites
  *   starts, start_stub  a patch's first byte -> its stub (rewrite_int3)
  *   refused             sites left trapping */
-volatile uintptr_t dt_rewritten_sites[SITES] DT_HIDDEN;
-static volatile uintptr_t patched[SITES], starts[SITES], refused[SITES];
-static uint32_t refused_traps[SITES];   /* traps at each refused site (coverage) */
-static uintptr_t start_stub[SITES];
+volatile uintptr_t dt_rewritten_sites[REWRITE_SITES] DT_HIDDEN;
+static volatile uintptr_t patched[REWRITE_SITES], starts[REWRITE_SITES], refused[REWRITE_SITES];
+static uint32_t refused_traps[REWRITE_SITES];   /* traps at each refused site (coverage) */
+static uintptr_t start_stub[REWRITE_SITES];
 static unsigned patched_count;          /* under patch_lock */
 static volatile int patch_lock;
 static uintptr_t vdso_lo, vdso_hi;    /* never rewritten: the kernel's own code */
@@ -131,13 +125,13 @@ static unsigned site_log_len;
 
 static inline size_t slot_of(uintptr_t a)
 {
-	return (size_t)((a * 0x9E3779B97F4A7C15ull) >> 51) & (SITES - 1);
+	return (size_t)((a * REWRITE_HASH_MUL) >> REWRITE_HASH_SHIFT) & (REWRITE_SITES - 1);
 }
 
 /* The slot of a in tab, or -1 */
 static long table_find(volatile uintptr_t *tab, uintptr_t a)
 {
-	for (size_t i = slot_of(a), n = 0; n < SITES; i = (i + 1) & (SITES - 1), n++) {
+	for (size_t i = slot_of(a), n = 0; n < REWRITE_SITES; i = (i + 1) & (REWRITE_SITES - 1), n++) {
 		uintptr_t v = __atomic_load_n(&tab[i], __ATOMIC_ACQUIRE);
 		if (v == a)
 			return (long)i;
@@ -156,7 +150,7 @@ static bool table_has(volatile uintptr_t *tab, uintptr_t a)
  * the slot, or -1 when full (the site keeps trapping). */
 static long table_add(volatile uintptr_t *tab, uintptr_t *vals, uintptr_t a, uintptr_t val)
 {
-	for (size_t i = slot_of(a), n = 0; n < SITES; i = (i + 1) & (SITES - 1), n++) {
+	for (size_t i = slot_of(a), n = 0; n < REWRITE_SITES; i = (i + 1) & (REWRITE_SITES - 1), n++) {
 		uintptr_t v = tab[i];
 		if (v == a)
 			return (long)i;
@@ -558,18 +552,21 @@ static uintptr_t stub_write(uint8_t *code, uintptr_t slot, const struct window *
 
 	memset(code, 0xcc, STUB_SLOT);
 	memcpy(code, w->bytes, n);
-	memcpy(code + n, "\x48\x8d\x64\x24\x80", 5); n += 5;            /* lea -128(%rsp),%rsp */
+	memcpy(code + n, "\x48\x8d\x64\x24", 4); n += 4;                /* lea -RED_ZONE(%rsp),%rsp */
+	code[n++] = (uint8_t)-RED_ZONE;                                  /* (disp8) */
 	code[n++] = 0x49; code[n++] = 0xbb;                              /* movabs $entry,%r11 */
 	memcpy(code + n, &entry, 8); n += 8;
 	memcpy(code + n, "\x41\xff\xd3", 3); n += 3;                     /* call *%r11 */
 	ret = n;
-	memcpy(code + n, "\x48\x8d\xa4\x24\x80\x00\x00\x00", 8); n += 8; /* lea 128(%rsp),%rsp */
+	memcpy(code + n, "\x48\x8d\xa4\x24", 4); n += 4;                /* lea RED_ZONE(%rsp),%rsp */
+	memcpy(code + n, &(int32_t){ RED_ZONE }, 4); n += 4;             /* (disp32) */
 	memcpy(code + n, "\x48\x8d\x0d", 3); n += 3;                     /* lea site+2(%rip),%rcx */
 	put_rel32(code + n, slot + n + 4, site + 2); n += 4;
 	code[n++] = 0xe9;                                                /* jmp site+2 */
 	put_rel32(code + n, slot + n + 4, site + 2); n += 4;
 	code[n++] = 0xe9;                                                /* ret+20: jmp site */
 	put_rel32(code + n, slot + n + 4, site); n += 4;
+	_Static_assert(RED_ZONE <= 128, "lea -RED_ZONE(%rsp) takes a disp8");
 	_Static_assert(RET_RCX_DISP == 8 + 3 && RET_RCX_NEXT == 8 + 7 && RET_TO_SITE == 8 + 7 + 5,
 		       "the stub's layout");
 	return slot + ret;
@@ -678,7 +675,7 @@ static enum patch patch_site(struct dt_thread *t, uintptr_t site, const struct w
 		r = PATCHED;              /* another thread's trap rewrote it meanwhile */
 		goto out;
 	}
-	if (patched_count >= SITES / 2 || !intercept_own_sigtrap())
+	if (patched_count >= REWRITE_SITES / 2 || !intercept_own_sigtrap())
 		goto out;
 	uintptr_t slot = stub_slot(w->start);
 	if (!slot) {

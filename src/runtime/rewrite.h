@@ -17,6 +17,16 @@ enum site_kind {
 	SITE_NO_STUB,           /* left trapping: no stub page within +-2 GiB */
 };
 
+/* The table of the stubs' return addresses (dt_rewritten_sites), open
+ * addressing, a power of two; a slot is (a * REWRITE_HASH_MUL) >>
+ * REWRITE_HASH_SHIFT.  trampoline.S probes it as rewrite.c does. */
+#define REWRITE_SITES 8192
+#define REWRITE_HASH_MUL 0x9E3779B97F4A7C15ull
+#define REWRITE_HASH_SHIFT 51
+/* A stub's `jmp site` (to the kept `syscall`), counted from its `ret`:
+ * where trampoline.S sends the calls it cannot return from. */
+#define RET_TO_SITE 20
+
 int rewrite_init(void) DT_HIDDEN;
 bool rewrite_site(struct dt_thread *t, uintptr_t site, const greg_t *g) DT_HIDDEN;
 bool rewrite_is_retrap(uintptr_t site) DT_HIDDEN;

@@ -35,12 +35,6 @@
 #define GUARD 4096
 #define POOL 16
 
-_Static_assert(offsetof(struct dt_thread, stack_lo) == 200, "T_STACK_LO in trampoline.S");
-_Static_assert(offsetof(struct dt_thread, stack_hi) == 208, "T_STACK_HI in trampoline.S");
-_Static_assert(offsetof(struct dt_thread, app_ss_lo) == 216, "T_APP_SS_LO in trampoline.S");
-_Static_assert(offsetof(struct dt_thread, app_ss_hi) == 224, "T_APP_SS_HI in trampoline.S");
-_Static_assert(offsetof(struct dt_thread, observed) == 257, "T_OBSERVED in trampoline.S");
-
 static struct { uintptr_t lo; pid_t tid; } pool[POOL];
 static volatile int pool_lock;
 

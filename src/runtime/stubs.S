@@ -8,9 +8,7 @@
  * Register use follows the x86-64 syscall ABI: number in rax, arguments in
  * rdi, rsi, rdx, r10, r8, r9; the instruction clobbers rcx and r11.
  */
-#define NR_rt_sigreturn     15
-/* offsetof(ucontext_t, uc_mcontext.gregs[REG_RAX]), checked in dispatch.c */
-#define UC_RAX 144
+#include "gen/runtime/asm_offsets.h"   /* asm_offsets.c: NR_rt_sigreturn, UC_RAX */
 
 /* From the C calling convention (nr, a1..a5 in rdi rsi rdx rcx r8 r9) to
  * the syscall one (rax; rdi rsi rdx r10 r8); the sixth argument, where

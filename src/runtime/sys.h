@@ -6,6 +6,10 @@
 #include <stdint.h>
 
 #define DT_HIDDEN __attribute__((visibility("hidden")))
+/* The x86-64 ABI's red zone: the 128 bytes below rsp a function may use
+ * without moving rsp, which the runtime steps over before it writes on the
+ * program's stack (a rewritten site's stub, a trapped sleep's record). */
+#define RED_ZONE 128
 
 /* The stubs live in the section `detach_allow`, the address range Syscall
  * User Dispatch always lets through: the runtime's own calls on a detached

@@ -61,12 +61,12 @@ struct wait_record;
 struct dt_thread {
 	struct mailbox mb;
 	/* set by a vfork child that borrows this thread's TLS (trampoline.S reads
-	 * it at a fixed offset), cleared by the parent when it resumes */
+	 * it: asm_offsets.c), cleared by the parent when it resumes */
 	volatile uint8_t vfork_child;
 	/* The runtime's own stack (stack.c), where the trampoline and the
 	 * SIGSYS handler run (its alternate signal stack when the program set
 	 * none), and the program's alternate stack as the program set it (0, 0:
-	 * none).  trampoline.S reads the four at fixed offsets. */
+	 * none).  trampoline.S reads the four (asm_offsets.c). */
 	uintptr_t stack_lo, stack_hi;
 	uintptr_t app_ss_lo, app_ss_hi;
 	stack_t app_ss;                 /* what sigaltstack reports (signals.c) */

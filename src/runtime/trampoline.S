@@ -21,7 +21,7 @@
  * or xsave.  The return sets r11 to the flags; the stub sets rcx and rsp.
  *
  * Calls that cannot return through the stub go to the site's own `syscall`,
- * which rewrite.c keeps, with the program's rsp (the stub's ret+20 jumps
+ * which rewrite.c keeps, with the program's rsp (the stub's ret+RET_TO_SITE jumps
  * there): rt_sigreturn (its frame is at the caller's rsp), clone, clone3,
  * vfork and fork (a child on another stack, or on ours, would resume in the
  * stub with a wrong rsp), and on a detached thread every call the dispatch
@@ -29,22 +29,8 @@
  * handler (intercept.c), which has a signal frame to work with, does what
  * it does in sud mode; any other thread makes the call natively.
  */
-#define NR_rt_sigreturn 15
-#define NR_clone        56
-#define NR_fork         57
-#define NR_vfork        58
-#define NR_clone3       435
-#define RED_ZONE        128
-#define STUB_TO_SITE    20      /* ret+20: the stub's `jmp site` (rewrite.c: RET_TO_SITE) */
-#define T_VFORK_CHILD   192     /* offsetof(struct dt_thread, vfork_child), checked in rewrite.c */
-#define T_STACK_LO      200     /* offsetof(struct dt_thread, stack_lo) ..., checked in stack.c */
-#define T_STACK_HI      208
-#define T_APP_SS_LO     216
-#define T_APP_SS_HI     224
-#define T_OBSERVED      (T_APP_SS_HI + 8 + 24 + 1)   /* checked in stack.c */
-#define SITES           8192    /* rewrite.c's table */
-#define NR_TABLE        512     /* DT_NR_SYSCALLS */
-#define W_RECORD        48      /* sizeof(struct wait_record), checked in clock.c */
+#include "gen/runtime/asm_offsets.h"   /* asm_offsets.c: NR_*, T_*, W_*, REWRITE_*, ... */
+#define F_REST (-72 - W_SIZE)           /* the frame's wait record, from rbp */
 
 	.text
 	.globl dt_trampoline_entry
@@ -57,17 +43,17 @@ dt_trampoline_entry:
 	 * as table_has)?  Else this is a stray jump into the runtime. */
 	pushq %rdx
 	movq 16(%rsp), %r11             /* the return address */
-	movabsq $0x9E3779B97F4A7C15, %rcx
+	movabsq $REWRITE_HASH_MUL, %rcx
 	imulq %r11, %rcx
-	shrq $51, %rcx
-	andl $SITES-1, %ecx
+	shrq $REWRITE_HASH_SHIFT, %rcx
+	andl $REWRITE_SITES-1, %ecx
 	leaq dt_rewritten_sites(%rip), %rdx
 4:	cmpq %r11, (%rdx,%rcx,8)
 	je 5f
 	cmpq $0, (%rdx,%rcx,8)
 	je .Lstray
 	incl %ecx
-	andl $SITES-1, %ecx
+	andl $REWRITE_SITES-1, %ecx
 	jmp 4b
 5:	popq %rdx
 	cmpl $NR_rt_sigreturn, %eax
@@ -120,13 +106,13 @@ dt_trampoline_entry:
 	pushq %rax                      /* -56: nr */
 	pushq $0                        /* -64: retrap flag, set by C: 1 retrap, 2 wait's tail */
 	pushq $0                        /* -72: result */
-	subq $W_RECORD, %rsp            /* -120: a sleep's rest (struct wait_record) */
+	subq $W_SIZE, %rsp              /* F_REST: a sleep's rest (struct wait_record) */
 	/* A call that dt_dispatch carries out in general registers alone
 	 * (dispatch_general_only: a plain forward, gettid) on a detached
 	 * thread: the C code behind is built with -mgeneral-regs-only and
 	 * reaches no libc, so no vector register can change.  Anything else
 	 * may reach libc (string functions use AVX): all of it is saved. */
-	cmpq $NR_TABLE, %rax
+	cmpq $DT_NR_SYSCALLS, %rax
 	jae .Lsave_vectors
 	leaq dt_general_only(%rip), %rcx
 	cmpb $0, (%rcx,%rax)
@@ -134,7 +120,7 @@ dt_trampoline_entry:
 	cmpb $0, T_OBSERVED(%r11)
 	jne .Lsave_vectors
 	andq $-16, %rsp
-	leaq -120(%rbp), %r8            /* a sleep may leave its rest there */
+	leaq F_REST(%rbp), %r8           /* a sleep may leave its rest there */
 	call .Ldispatch
 	movq %rax, -72(%rbp)
 	cmpq $2, -64(%rbp)
@@ -154,7 +140,7 @@ dt_trampoline_entry:
 	pushq %r13                      /* keeps rsp 16-byte aligned for the C calls */
 	movq dt_self@gottpoff(%rip), %rbx
 	movq %fs:(%rbx), %rbx           /* t */
-	leaq -120(%rbp), %r12           /* the record */
+	leaq F_REST(%rbp), %r12           /* the record */
 	leaq .Lwaited(%rip), %r13
 	jmp dt_wait_end
 .Lwaited:
@@ -217,7 +203,7 @@ dt_trampoline_entry:
 	popfq
 	popq %r11                       /* the stub's ret */
 	leaq RED_ZONE(%rsp), %rsp       /* the program's rsp (lea: the flags stay) */
-	leaq STUB_TO_SITE(%r11), %r11
+	leaq RET_TO_SITE(%r11), %r11
 	jmp *%r11
 
 	/* dt_trampoline_dispatch(nr, args, &retrap, return address, r8: the

@@ -6,7 +6,7 @@
  * fixup (uaccess_fixup, uaccess.h); any other fault is the program's.
  * General registers only (the trampoline may not have saved the vector
  * state), no system call, no stack of the program's. */
-#define EFAULT 14
+#include "gen/runtime/asm_offsets.h"   /* asm_offsets.c: EFAULT */
 
 	.text
 

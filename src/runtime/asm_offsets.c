@@ -1,0 +1,82 @@
+/* The contract between the runtime's C and its assembly, the kernel's
+ * asm-offsets technique: every structure offset, size and system call
+ * number that a .S file of src/runtime uses is computed here by the
+ * compiler from the C declarations, never typed by hand.
+ *
+ * This file is compiled to assembly only (-S), never linked.  Each DEFINE
+ * leaves a line `.ascii "->NAME VALUE"` in build/src/runtime/asm_offsets.s;
+ * the Makefile turns those lines into build/gen/runtime/asm_offsets.h
+ * (`#define NAME VALUE`), which the .S files include.  The compile's
+ * dependency file names every header read here, so a change of struct
+ * dt_thread or struct wait_record regenerates the header and reassembles
+ * the .S files that use it: a field moved can no longer leave the
+ * trampoline reading the wrong word.
+ *
+ * What the assembly assumes beyond a value (the width of the instruction
+ * that reads a field) is asserted here too, next to the value. */
+#include "runtime/clock.h"
+#include "runtime/rewrite.h"
+#include "runtime/sys.h"
+#include "runtime/thread.h"
+#include "lib/registry.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+
+/* %0 prints the value as an immediate, `$` first: the Makefile drops it */
+#define DEFINE(sym, val) __asm__ volatile("\n.ascii \"->" #sym " %0\"" : : "i"((long)(val)))
+#define FIELD_SIZE(type, member) sizeof(((type *)0)->member)
+
+void asm_offsets(void);
+void asm_offsets(void)
+{
+	/* System call numbers: the calls the trampoline sends back to the
+	 * site's own `syscall` (trampoline.S), and the raw rt_sigreturn of
+	 * stubs.S. */
+	DEFINE(NR_rt_sigreturn, SYS_rt_sigreturn);
+	DEFINE(NR_clone, SYS_clone);
+	DEFINE(NR_fork, SYS_fork);
+	DEFINE(NR_vfork, SYS_vfork);
+	DEFINE(NR_clone3, SYS_clone3);
+	/* dt_general_only[] (rewrite.c), indexed by the call number: one byte each */
+	DEFINE(DT_NR_SYSCALLS, DT_NR_SYSCALLS);
+	DEFINE(EFAULT, EFAULT);                 /* uaccess.S's -EFAULT */
+	DEFINE(RED_ZONE, RED_ZONE);
+
+	/* The stubs and the table of their return addresses (rewrite.c):
+	 * trampoline.S probes dt_rewritten_sites as table_has does, and sends
+	 * a call back to the site through the stub's ret+RET_TO_SITE. */
+	DEFINE(REWRITE_SITES, REWRITE_SITES);
+	DEFINE(REWRITE_HASH_MUL, REWRITE_HASH_MUL);
+	DEFINE(REWRITE_HASH_SHIFT, REWRITE_HASH_SHIFT);
+	DEFINE(RET_TO_SITE, RET_TO_SITE);
+
+	/* struct dt_thread (thread.h), through dt_self */
+	DEFINE(T_VFORK_CHILD, offsetof(struct dt_thread, vfork_child));
+	_Static_assert(FIELD_SIZE(struct dt_thread, vfork_child) == 1, "trampoline.S: cmpb");
+	DEFINE(T_STACK_LO, offsetof(struct dt_thread, stack_lo));
+	DEFINE(T_STACK_HI, offsetof(struct dt_thread, stack_hi));
+	DEFINE(T_APP_SS_LO, offsetof(struct dt_thread, app_ss_lo));
+	DEFINE(T_APP_SS_HI, offsetof(struct dt_thread, app_ss_hi));
+	_Static_assert(FIELD_SIZE(struct dt_thread, stack_lo) == 8 && FIELD_SIZE(struct dt_thread, stack_hi) == 8 &&
+		       FIELD_SIZE(struct dt_thread, app_ss_lo) == 8 && FIELD_SIZE(struct dt_thread, app_ss_hi) == 8,
+		       "trampoline.S: cmpq, movq");
+	DEFINE(T_OBSERVED, offsetof(struct dt_thread, observed));
+	_Static_assert(FIELD_SIZE(struct dt_thread, observed) == 1, "trampoline.S: cmpb");
+	DEFINE(T_INTR_SIGNO, offsetof(struct dt_thread, intr_signo));
+	_Static_assert(FIELD_SIZE(struct dt_thread, intr_signo) == 4, "clock_resume.S: cmpl, movl");
+
+	/* struct wait_record (clock.h): a sleep's rest, in the trampoline's
+	 * frame or below the program's red zone (clock_resume.S) */
+	DEFINE(W_SIZE, sizeof(struct wait_record));
+	DEFINE(W_RIP, offsetof(struct wait_record, rip));
+	DEFINE(W_RET_TO, offsetof(struct wait_record, ret_to));
+	DEFINE(W_TSC_END, offsetof(struct wait_record, tsc_end));
+	_Static_assert(FIELD_SIZE(struct wait_record, rip) == 8 && FIELD_SIZE(struct wait_record, ret_to) == 8 &&
+		       FIELD_SIZE(struct wait_record, tsc_end) == 8, "clock_resume.S: cmpq, movq");
+
+	/* the kernel's signal frame: rax of a ucontext_t (stubs.S's vfork parent) */
+	DEFINE(UC_RAX, offsetof(ucontext_t, uc_mcontext.gregs[REG_RAX]));
+}

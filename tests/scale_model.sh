@@ -3,7 +3,7 @@
 # a noiseless trace gives slowdown 1.0 at every scale; one rank with a fixed
 # detour per period gives that detour; rare long detours (probability p per
 # interval, length d) follow 1 - (1 - p)^N against the closed form; bad
-# input is one error line.  SimGrid runs here, no CPU is measured.
+# input (a trace, a rank count) is one error line.  SimGrid runs here, no CPU is measured.
 # Timeout: 240
 . "$(dirname "$0")/helpers/lib.sh"
 [ -x "$BUILD/scale_sim" ] || t_skip "build/scale_sim is missing (libsimgrid-dev: tools/install-deps.sh)"
@@ -22,7 +22,7 @@ import json
 for c in ("allreduce", "barrier", "bcast"):
     for r in json.load(open(f"quiet-{c}.json")):
         print(f"noiseless {c} {r['ranks']} ranks: {r['slowdown']}")
-        assert r["method"] == "simgrid" and r["slowdown"] == 1.0, r
+        assert r["simgrid"]["slowdown"] == 1.0 and r["slowdown"] == 1.0, r
 PY
 
 # 2. one rank, one detour of 200 us in every 1.2 ms: each 1 ms of work takes
@@ -36,8 +36,12 @@ done
 python3 -c '
 import json
 for seed in (1, 2, 3):
-    r = json.load(open(f"fixed-{seed}.json"))[0]; print("fixed detour, seed", seed, ":", r["slowdown"])
-    assert 1.2 - 0.2 / 200 - 1e-9 <= r["slowdown"] <= 1.2 + 1e-9, r' ||
+    r = json.load(open(f"fixed-{seed}.json"))[0]; s = r["simgrid"]["slowdown"]
+    print("fixed detour, seed", seed, ": SimGrid", s, "closed form", r["slowdown"])
+    assert 1.2 - 0.2 / 200 - 1e-9 <= s <= 1.2 + 1e-9, r
+    # the closed form over every offset: a window that starts in the detour
+    # (1/6 of them) meets only its rest, 100 us on average
+    assert abs(r["slowdown"] - (1 + (200 * 5 / 6 + 100 / 6) / 1000)) < 1e-6, r' ||
 	t_fail "one rank with a fixed detour does not give the detour"
 
 # 3. rare long detours: p = 0.005 per 1 ms interval, d = 300 us, at random
@@ -62,9 +66,10 @@ from detach_tools import noise
 ok = True
 for n in (1, 10, 100, 1000):
     r = json.load(open(f"rare-{n}.json"))[0]
-    cf = noise.rare_detour_slowdown(0.005, 300_000, 1_000_000, n, r["collective_ns"])
-    err = abs((r["slowdown"] - 1) - (cf - 1)) / (cf - 1)
-    print(f"rare detours, {n} ranks: SimGrid {r['slowdown']:.5f}, 1-(1-p)^N {cf:.5f}, "
+    g = r["simgrid"]
+    cf = noise.rare_detour_slowdown(0.005, 300_000, 1_000_000, n, g["collective_ns"])
+    err = abs((g["slowdown"] - 1) - (cf - 1)) / (cf - 1)
+    print(f"rare detours, {n} ranks: SimGrid {g['slowdown']:.5f}, 1-(1-p)^N {cf:.5f}, "
           f"trace closed form {r['closed_form']:.5f}, excess off by {100 * err:.0f}%")
     ok &= err < 0.35
 raise SystemExit(0 if ok else 1)
@@ -78,4 +83,12 @@ printf 'x y\n' > bad.trace
 [ $rc -ne 0 ] && grep -q '^detach: error:.*bad.trace:1' err || t_fail "a malformed trace: exit $rc, $(cat err)"
 "$DETACH" scale --trace quiet.trace --ranks 0 >out 2>err; rc=$?
 [ $rc -eq 2 ] || t_fail "--ranks 0 accepted (exit $rc)"
+for bad in 1e3x 1.5 1e3,,1e4 -5; do
+	"$DETACH" scale --trace quiet.trace --ranks=$bad >out 2>err; rc=$?
+	[ $rc -eq 2 ] && [ "$(grep -c '^detach: error:.*rank count' err)" = 1 ] && grep -q '^NOTE:' err ||
+		t_fail "--ranks $bad: exit $rc, $(cat err)"
+done
+"$DETACH" scale --trace quiet.trace --ranks 1e3,1e6 --max-sim-ranks 0 >out 2>err ||
+	t_fail "1e3-style counts, closed form only: $(cat err)"
+grep -q '| quiet.trace | 1e+06 | 1.0000 |' out || t_fail "no closed-form row for 1e6 ranks: $(cat out)"
 t_done

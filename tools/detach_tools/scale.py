@@ -1,11 +1,13 @@
 """detach scale: the slowdown a measured noise trace predicts for a
-bulk-synchronous MPI job of 10^3..10^6 ranks (docs/scale.md).
+bulk-synchronous MPI job of 10^3..10^6 ranks and beyond (docs/scale.md).
 
-For every rank count the job is simulated on SimGrid by build/scale_sim
-(src/scale/scale_sim.cpp) twice, with the trace and without noise, with the
-same iterations; slowdown = noisy / noiseless job time.  Beside it the
-closed form of independent per-rank noise (noise.expected_max), which is
-also what stands where SimGrid is not run (above --max-sim-ranks)."""
+Every figure is the closed form of independent per-rank noise: an
+iteration costs the interval, the collective's noiseless LogGP cost c(N)
+and the expected maximum of N draws from the trace's exact distribution of
+noise per interval (noise.WindowNoise), in well under a second per trace at
+any N.  Up to --max-sim-ranks (1e4 by default) SimGrid validates it: the
+job simulated by build/scale_sim (src/scale/scale_sim.cpp) with the trace
+and without noise, and the time each loses per iteration compared."""
 from __future__ import annotations
 
 import argparse
@@ -43,20 +45,54 @@ def parse_ns(s: str) -> float:
     raise argparse.ArgumentTypeError(f"not a duration: '{s}' (like 1ms, 500us, 5000ns)")
 
 
+RANKS_MAX = 10**12
+
+
 def parse_ranks(s: str) -> list[int]:
+    """Rank counts, comma-separated, as integers or 1e3-style: sorted, each once."""
+    out = []
+    for x in s.split(","):
+        x = x.strip()
+        try:
+            v = float(x)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a rank count: '{x}' in '{s}' (like 1e3,1e4,1e5,1e6 or 1000,65536)")
+        if not (v.is_integer() and 1 <= v <= RANKS_MAX):
+            raise argparse.ArgumentTypeError(f"not a rank count: '{x}' in '{s}' (a whole number from 1 to 1e12)")
+        out.append(int(v))
+    return sorted(set(out))
+
+
+# The closed form's assumptions, printed under its table and in --help
+# (docs/scale.md says why each matters).
+ASSUMPTIONS = (
+    "ranks independent: each rank meets its own offset into the trace (--cosched: all the same one)",
+    "noise stationary: every interval of the job draws from the trace's distribution of noise per "
+    "interval, the trace repeating (what it never saw, it cannot predict)",
+    "one collective per interval, its noiseless cost c(N) = LogGP's 2 ceil(log2 N) (2o + L + kG), "
+    "short against the detours: no rank's slack in the tree absorbs noise, and no noise meets "
+    "the overheads o on the tree's critical path",
+    "noise per interval of compute: a rank that waits for the others meets none meanwhile "
+    "(SimGrid: noise in wall time, the trace runs on while a rank waits)",
+)
+
+
+def _count(s: str) -> int:
+    """A whole number, 1e4-style allowed (--max-sim-ranks, --iterations)."""
     try:
-        out = [int(float(x)) for x in s.split(",") if x]
+        v = float(s)
     except ValueError:
-        out = []
-    if not out or any(n < 1 or n > 10**7 for n in out):
-        raise argparse.ArgumentTypeError(f"not a list of rank counts: '{s}' (like 1e3,1e4)")
-    return out
+        v = -1.0
+    if not (v.is_integer() and 0 <= v <= RANKS_MAX):
+        raise argparse.ArgumentTypeError(f"not a whole number: '{s}' (like 1e4 or 20)")
+    return int(v)
 
 
 def auto_iterations(n: int) -> int:
-    """Iterations per rank count: about 3e5 rank-iterations (SimGrid's cost
-    grows faster than the ranks), at least 3, at most 200."""
-    return max(3, min(200, int(3e5 / n)))
+    """SimGrid's iterations per rank count: about 1e5 rank-iterations
+    (its cost grows faster than the ranks; 10^4 ranks take 0.5 s an
+    iteration here), at least 3, at most 200."""
+    return max(3, min(200, int(1e5 / n)))
 
 
 def collective_ns(n: int, collective: str, p: dict[str, float], nbytes: int) -> float:
@@ -92,53 +128,103 @@ def _log(m: str) -> None:
     print(m, file=sys.stderr, flush=True)
 
 
+def closed_form(w: noise.WindowNoise, n: int, a: argparse.Namespace, p: dict[str, float]) -> JsonObj:
+    """The slowdown of n ranks: (interval + c(N) + E[max of n draws]) /
+    (interval + c(N)); co-scheduled, every rank draws the same (E[X])."""
+    c = collective_ns(n, a.collective, p, a.bytes)
+    lost = w.mean() if a.cosched else w.expected_max(n)
+    return {"slowdown": round((a.interval + c + lost) / (a.interval + c), 6), "lost_ns": round(lost, 1),
+            "collective_ns": round(c, 1)}
+
+
 def run(a: argparse.Namespace, log: Callable[[str], None] = _log) -> list[JsonObj]:
-    """[{trace, ranks, slowdown, ...}] for every trace and rank count."""
-    sim = os.environ.get("DETACH_SCALE_SIM") or os.path.join(paths.source_root() or ".", "build", "scale_sim")
-    if not os.access(sim, os.X_OK):
-        raise ToolError(f"{sim} is missing", "install libsimgrid-dev and run make (make deps does both)")
+    """[{trace, ranks, slowdown, method, ...}] for every trace and rank
+    count: the closed form, with SimGrid's figures beside it (`simgrid`)
+    where it ran."""
     traces = {}
     for t in a.trace:
         try:
-            traces[t] = noise.read(t)
+            det, span = noise.read(t)
+            traces[t] = noise.WindowNoise(det, span, a.interval)
         except (OSError, ValueError) as e:
             raise ToolError(f"cannot read trace {t}: {e}")
     p = {"L": a.L, "o": a.o, "g": a.g, "G": a.G}
+    sim = os.environ.get("DETACH_SCALE_SIM") or os.path.join(paths.source_root() or ".", "build", "scale_sim")
+    no_sim = None
+    if any(n <= a.max_sim_ranks for n in a.ranks) and not os.access(sim, os.X_OK):
+        no_sim = f"{sim} is missing"
+        warn(f"no SimGrid validation: {no_sim}", "install libsimgrid-dev and run make (make deps does both)")
     results: list[JsonObj] = []
-    base: dict[int, JsonObj] = {}
     for n in a.ranks:
+        simulated = n <= a.max_sim_ranks and not no_sim
         it = a.iterations or auto_iterations(n)
-        simulated = n <= a.max_sim_ranks
         if simulated:
-            log(f"scale: {n} ranks, {it} iterations: noiseless")
-            base[n] = simulate(sim, n, it, a)
-        for t, (det, span) in traces.items():
-            c = (base[n]["iteration_ns"] - a.interval) if simulated else collective_ns(n, a.collective, p, a.bytes)
-            wn = noise.window_noise(det, span, a.interval, seed=a.seed)
-            cf = (a.interval + c + noise.expected_max(wn, n)) / (a.interval + c)
+            log(f"scale: SimGrid, {n} ranks, {it} iterations: noiseless")
+            base = simulate(sim, n, it, a)
+        for t, w in traces.items():
             row: JsonObj = {"trace": t, "ranks": n, "collective": a.collective, "interval_ns": a.interval,
-                   "cosched": a.cosched, "closed_form": round(cf, 6), "collective_ns": round(c, 1)}
+                            "cosched": a.cosched, "method": "closed form", **closed_form(w, n, a, p)}
+            row["closed_form"] = row["slowdown"]
             if simulated:
-                log(f"scale: {n} ranks, {it} iterations: {t}")
+                log(f"scale: SimGrid, {n} ranks, {it} iterations: {t}")
                 s = simulate(sim, n, it, a, t, a.seed)
-                row.update(slowdown=round(s["job_time_ns"] / base[n]["job_time_ns"], 6), method="simgrid",
-                           iterations=it, sim_wall_s=round(s["wall_s"] + base[n]["wall_s"], 1),
-                           max_rss_kib=max(s["max_rss_kib"], base[n]["max_rss_kib"]))
+                lost = s["iteration_ns"] - base["iteration_ns"]
+                row["simgrid"] = {
+                    "slowdown": round(s["job_time_ns"] / base["job_time_ns"], 6), "lost_ns": round(lost, 1),
+                    "collective_ns": round(base["iteration_ns"] - a.interval, 1), "iterations": it,
+                    "wall_s": round(s["wall_s"] + base["wall_s"], 1),
+                    "max_rss_kib": max(s["max_rss_kib"], base["max_rss_kib"])}
+                # SimGrid's time lost against the closed form's, relative
+                row["simgrid_vs_closed_form"] = (round((lost - row["lost_ns"]) / row["lost_ns"], 4)
+                                                 if row["lost_ns"] > 0 else None)
             else:
-                row.update(slowdown=round(cf, 6), method="closed form",
-                           why=f"not simulated: more than --max-sim-ranks {a.max_sim_ranks} "
-                               "(SimGrid's time and memory on this machine, docs/scale.md)")
+                row["simgrid"] = None
+                row["why_not_simgrid"] = no_sim or (f"more than --max-sim-ranks {a.max_sim_ranks:.0e} "
+                                                    "(SimGrid's time and memory, docs/scale.md)")
             results.append(row)
     return results
 
 
+def _us(ns: float) -> str:
+    return f"{ns / 1e3:.1f} us"
+
+
 def table(results: list[JsonObj]) -> str:
-    L = ["| trace | ranks | slowdown | method | closed form | iterations | SimGrid time |",
-         "|---|---|---|---|---|---|---|"]
+    """The table, with the method of each figure in its column."""
+    L = ["| trace | ranks | slowdown (closed form) | time lost per iteration (closed form) "
+         "| SimGrid slowdown | SimGrid time lost | SimGrid vs closed form | SimGrid run |",
+         "|---|---|---|---|---|---|---|---|"]
     for r in results:
-        L.append(f"| {r['trace']} | {r['ranks']:.0e} | {r['slowdown']:.4f} | {r['method']} | "
-                 f"{r['closed_form']:.4f} | {r.get('iterations', '-')} | "
-                 f"{str(r['sim_wall_s']) + ' s' if 'sim_wall_s' in r else '-'} |")
+        g = r.get("simgrid")
+        if g:
+            vs = r.get("simgrid_vs_closed_form")
+            sim = (f"{g['slowdown']:.4f} | {_us(g['lost_ns'])} | "
+                   f"{'-' if vs is None else f'{100 * vs:+.1f}%'} | {g['iterations']} iterations, {g['wall_s']} s")
+        else:
+            sim = "- | - | - | not run"
+        L.append(f"| {r['trace']} | {r['ranks']:.0e} | {r['slowdown']:.4f} | {_us(r['lost_ns'])} | {sim} |")
+    return "\n".join(L)
+
+
+def explain(results: list[JsonObj], a: argparse.Namespace) -> str:
+    """What each column is, the closed form's assumptions, why SimGrid did
+    not run where it did not."""
+    L = [f"Slowdown: a bulk-synchronous job that computes {_us(a.interval)} between "
+         f"{a.collective}s, against the same job without noise.",
+         "Closed form (every row): (interval + c(N) + E[max of N draws]) / (interval + c(N)), "
+         "E[max] exact over the trace's distribution of noise per interval"
+         + (" (--cosched: all ranks the same draw, E[X])." if a.cosched else "."),
+         "Its assumptions:"]
+    L += [f"  - {x}" for x in ASSUMPTIONS]
+    L.append("SimGrid (validation): the job simulated with the trace and without noise. It parts "
+             "from the closed form where the tree matters: a rank off the collective's critical path "
+             "has slack that absorbs a detour shorter than it (SimGrid lower: few ranks hit per "
+             "iteration, detours not long against c(N)); in wall time a rank may be in a detour when "
+             "a message reaches it, which delays the tree and every rank below it (SimGrid higher: "
+             "heavy noise, or many ranks). docs/scale.md gives the figures.")
+    why = {r["why_not_simgrid"] for r in results if r.get("why_not_simgrid")}
+    for w in sorted(why):
+        L.append(f"SimGrid not run: {w}.")
     return "\n".join(L)
 
 
@@ -150,10 +236,12 @@ def plot(results: list[JsonObj], path: str) -> None:
     for t in dict.fromkeys(r["trace"] for r in results):
         rs = [r for r in results if r["trace"] == t]
         label = os.path.basename(os.path.dirname(t)) or os.path.basename(t)
-        line, = ax.plot([r["ranks"] for r in rs], [r["closed_form"] for r in rs], "--", lw=1)
-        sim = [r for r in rs if r["method"] == "simgrid"]
-        ax.plot([r["ranks"] for r in sim], [r["slowdown"] for r in sim], "o", color=line.get_color(),
-                label=f"{label} (SimGrid; dashed: closed form)")
+        line, = ax.plot([r["ranks"] for r in rs], [r["slowdown"] for r in rs], "--", lw=1,
+                        label=f"{label} (closed form)")
+        sim = [r for r in rs if r.get("simgrid")]
+        if sim:
+            ax.plot([r["ranks"] for r in sim], [r["simgrid"]["slowdown"] for r in sim], "o",
+                    color=line.get_color(), label=f"{label} (SimGrid)")
     ax.set_xscale("log")
     ax.set_xlabel("ranks")
     ax.set_ylabel("predicted slowdown vs noiseless")
@@ -170,10 +258,11 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--collective", choices=("allreduce", "barrier", "bcast"), default="allreduce")
     p.add_argument("--interval", type=parse_ns, default=1e6, help="compute between collectives (default 1ms)")
     p.add_argument("--cosched", action="store_true", help="every rank at the same offset into the trace")
-    p.add_argument("--iterations", type=int, help="iterations per simulation (default: 200 down to 3 "
-                   "as the ranks grow, about 3e5 rank-iterations)")
-    p.add_argument("--max-sim-ranks", type=lambda s: int(float(s)), default=100000,
-                   help="simulate up to this many ranks; above, the closed form only (default 1e5)")
+    p.add_argument("--iterations", type=_count, help="SimGrid's iterations per simulation (default: 200 "
+                   "down to 3 as the ranks grow, about 1e5 rank-iterations)")
+    p.add_argument("--max-sim-ranks", type=_count, default=10000,
+                   help="validate on SimGrid up to this many ranks (default 1e4; 0: none; 1e5 takes "
+                   "minutes and 6 GB here)")
     p.add_argument("--seed", type=int, default=1, help="random offsets into the trace")
     p.add_argument("--L", type=parse_ns, default=LOGGP["L"], help="LogGP latency (default 5us)")
     p.add_argument("--o", type=parse_ns, default=LOGGP["o"], help="LogGP overhead (default 1500ns)")
@@ -183,10 +272,13 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = ArgumentParser(prog="detach scale", description=(
-        "Predicts the slowdown a noise trace (LogGOPSim format, as detach bench writes them) "
-        "costs a bulk-synchronous MPI job of many ranks: SimGrid simulation against a "
-        "noiseless run, beside the closed form of independent noise (docs/scale.md)."))
+    p = ArgumentParser(prog="detach scale", formatter_class=argparse.RawDescriptionHelpFormatter, description=(
+        "Predicts the slowdown a noise trace (LogGOPSim format, as detach bench writes them)\n"
+        "costs a bulk-synchronous MPI job of many ranks.  Every figure is the closed form of\n"
+        "independent per-rank noise, (interval + c(N) + E[max of N draws]) / (interval + c(N)),\n"
+        "E[max] exact over the trace's distribution of noise per interval: a second at any N.\n"
+        "Up to --max-sim-ranks (1e4) SimGrid validates it, in columns of its own\n"
+        "(docs/scale.md)."), epilog="the closed form assumes:\n" + "\n".join(f"  - {x}" for x in ASSUMPTIONS))
     p.add_argument("--trace", action="append", required=True, metavar="FILE", help="noise trace (repeatable)")
     add_model_args(p)
     p.add_argument("--json", metavar="FILE", help="one object per trace and rank count")
@@ -200,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     except ToolError as e:
         return report(e)
     print(table(res))
+    print()
+    print(explain(res, a))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)

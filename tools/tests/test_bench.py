@@ -2,9 +2,11 @@
 traces, and the closing table at scale."""
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import os
+import random
 import shutil
 import tempfile
 import unittest
@@ -134,29 +136,87 @@ class Noise(unittest.TestCase):
             noise.write(path, [(10, 5), (100, 20)], 1000, "test")
             self.assertEqual(noise.read(path), ([(10.0, 5.0), (100.0, 20.0)], 1000.0))
 
-    def test_expected_max(self) -> None:
-        v = sorted([0.0, 1.0, 2.0, 3.0])
-        self.assertAlmostEqual(noise.expected_max(v, 1), sum(v) / len(v) + 0.0, delta=1.0)
-        self.assertGreater(noise.expected_max(v, 100), noise.expected_max(v, 2))
-        self.assertLessEqual(noise.expected_max(v, 10**6), 3.0)
+    def test_window_noise_at(self) -> None:
+        """A window's noise at an offset, against stepping through the
+        repeating trace detour by detour (overlapping detours are one)."""
+        rnd = random.Random(5)
+        for _ in range(20):
+            span = rnd.uniform(1e4, 1e6)
+            interval = rnd.choice([1e3, 1e4, 5e4])
+            det = [(rnd.uniform(0, span * 0.9), rnd.expovariate(1 / rnd.choice([50, 500, 5000])))
+                   for _ in range(rnd.randint(1, 40))]
+            span = max([span] + [s + d for s, d in det])
+            if sum(d for _, d in det) > 0.7 * span:
+                continue
+            w = noise.WindowNoise(det, span, interval)
+            for _ in range(100):
+                t = rnd.uniform(0, span)
+                self.assertAlmostEqual(w.at(t), _stepped_noise(det, span, interval, t), delta=1e-6 * span)
 
-    def test_window_noise(self) -> None:
-        """A window as long as the trace meets all of its noise, stretched."""
-        out = noise.window_noise([(100.0, 10.0)], 1000.0, 1000.0, samples=50)
-        self.assertEqual(len(out), 50)
-        self.assertTrue(all(x >= 10.0 for x in out))
-        self.assertEqual(out, sorted(out))
+    def test_expected_max(self) -> None:
+        """E[max of N] from the exact distribution: the mean at N = 1 and
+        the largest window at large N, both against every offset on a fine
+        grid; growing with N."""
+        det, span, interval = [(100.0, 10.0), (500.0, 200.0), (560.0, 30.0), (900.0, 5.0)], 1000.0, 150.0
+        w = noise.WindowNoise(det, span, interval)
+        grid = [_stepped_noise(det, span, interval, i * span / 100000) for i in range(100000)]
+        self.assertAlmostEqual(w.mean(), sum(grid) / len(grid), delta=0.05)
+        self.assertAlmostEqual(w.expected_max(10**9), max(grid), delta=0.05)
+        e = [w.expected_max(n) for n in (1, 2, 10, 100, 10**6)]
+        self.assertEqual(e, sorted(e))
+        # three draws: E[max] = integral of 1 - F^3, F from the grid
+        g = sorted(grid)
+        mc = sum(x * ((i + 1) ** 3 - i ** 3) for i, x in enumerate(g)) / len(g) ** 3
+        self.assertAlmostEqual(w.expected_max(3), mc, delta=0.1)
+
+    def test_window_noise_edges(self) -> None:
+        self.assertEqual(noise.WindowNoise([], 1000.0, 100.0).expected_max(10**6), 0.0)
+        with self.assertRaises(ValueError):
+            noise.WindowNoise([(0.0, 1000.0)], 1000.0, 100.0)
+        # a window longer than the trace's free time meets several repetitions
+        w = noise.WindowNoise([(0.0, 500.0)], 1000.0, 1200.0)
+        self.assertAlmostEqual(w.at(600.0), _stepped_noise([(0.0, 500.0)], 1000.0, 1200.0, 600.0))
+
+
+def _stepped_noise(det: list[tuple[float, float]], span: float, interval: float, t: float) -> float:
+    merged: list[list[float]] = []
+    for s, d in sorted(det):
+        if merged and s <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], s + d)
+        else:
+            merged.append([s, s + d])
+    cur, rem, base, i = t, interval, 0.0, 0
+    while True:
+        if i >= len(merged):
+            i, base = 0, base + span
+        s, e = merged[i][0] + base, merged[i][1] + base
+        if s >= cur + rem:
+            return cur + rem - t - interval
+        if e > cur:
+            if s > cur:
+                rem -= s - cur
+            cur = e
+        i += 1
 
 
 class ScaleTable(unittest.TestCase):
     def test_table(self) -> None:
         rows: list[JsonObj] = [
-            {"trace": "t", "ranks": 1000, "slowdown": 1.01234, "method": "simgrid", "closed_form": 1.02,
-             "iterations": 200, "sim_wall_s": 3.5},
-            {"trace": "t", "ranks": 1000000, "slowdown": 1.5, "method": "closed form", "closed_form": 1.5}]
+            {"trace": "t", "ranks": 1000, "slowdown": 1.02, "lost_ns": 23000.0, "method": "closed form",
+             "simgrid": {"slowdown": 1.01234, "lost_ns": 14000.0, "iterations": 200, "wall_s": 3.5},
+             "simgrid_vs_closed_form": -0.3913},
+            {"trace": "t", "ranks": 1000000, "slowdown": 1.5, "lost_ns": 600000.0, "method": "closed form",
+             "simgrid": None}]
         lines = scale.table(rows).splitlines()
-        self.assertEqual(lines[2], "| t | 1e+03 | 1.0123 | simgrid | 1.0200 | 200 | 3.5 s |")
-        self.assertEqual(lines[3], "| t | 1e+06 | 1.5000 | closed form | 1.5000 | - | - |")
+        self.assertEqual(lines[2], "| t | 1e+03 | 1.0200 | 23.0 us | 1.0123 | 14.0 us | -39.1% | "
+                         "200 iterations, 3.5 s |")
+        self.assertEqual(lines[3], "| t | 1e+06 | 1.5000 | 600.0 us | - | - | - | not run |")
+
+    def test_parse_ranks(self) -> None:
+        self.assertEqual(scale.parse_ranks("1e6,1e3,1000,65536"), [1000, 65536, 10**6])
+        for bad in ("", "1e3,,1e4", "1.5", "0", "1e3x", "-5", "1e13"):
+            with self.assertRaises(argparse.ArgumentTypeError, msg=bad):
+                scale.parse_ranks(bad)
 
     def test_percentile_of_noise(self) -> None:
         self.assertEqual(percentile([1.0, 2.0, 3.0, 4.0], 50), 2.0)

@@ -13,7 +13,7 @@ import unittest
 from unittest import mock
 
 from detach_tools import noise, plots, scale
-from detach_tools.bench import report, trace
+from detach_tools.bench import report, scaling, trace
 from detach_tools.files import JsonObj
 from detach_tools.stats import percentile
 from helpers import load
@@ -211,6 +211,20 @@ class ScaleTable(unittest.TestCase):
         self.assertEqual(lines[2], "| t | 1e+03 | 1.0200 | 23.0 us | 1.0123 | 14.0 us | -39.1% | "
                          "200 iterations, 3.5 s |")
         self.assertEqual(lines[3], "| t | 1e+06 | 1.5000 | 600.0 us | - | - | - | not run |")
+
+    def test_bench_table(self) -> None:
+        """detach bench's closing table: the closed form in every cell,
+        SimGrid's figure in brackets where it ran, the ratio of time lost."""
+        rows: list[JsonObj] = []
+        for cfg, cf, sim in (("linux-fifo", 1.2, 1.18), ("detached", 1.05, None), ("floor", 1.04, None)):
+            for n in (1000, 10**6):
+                g = {"slowdown": sim} if sim and n == 1000 else None
+                rows.append({"load": "idle", "config": cfg, "ranks": n, "program": "fwq", "slowdown": cf,
+                             "simgrid": g})
+        md = "\n".join(scaling.summary_lines({"options": {"loads": ["idle"]}, "scale": rows}))
+        self.assertIn("| idle | linux-fifo | 1.2000 (SimGrid 1.1800) | 1.2000 |", md)
+        self.assertIn("| idle | detached | 1.0500 | 1.0500 |", md)
+        self.assertIn("| idle | linux-fifo / detached, time lost | 4 | 4 |", md)
 
     def test_parse_ranks(self) -> None:
         self.assertEqual(scale.parse_ranks("1e6,1e3,1000,65536"), [1000, 65536, 10**6])

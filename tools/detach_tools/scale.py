@@ -179,8 +179,9 @@ def run(a: argparse.Namespace, log: Callable[[str], None] = _log) -> list[JsonOb
                                                  if row["lost_ns"] > 0 else None)
             else:
                 row["simgrid"] = None
-                row["why_not_simgrid"] = no_sim or (f"more than --max-sim-ranks {a.max_sim_ranks:.0e} "
-                                                    "(SimGrid's time and memory, docs/scale.md)")
+                row["why_not_simgrid"] = no_sim or (
+                    "not asked for (--max-sim-ranks 0)" if not a.max_sim_ranks else
+                    f"more than --max-sim-ranks {a.max_sim_ranks:g} (SimGrid's time and memory, docs/scale.md)")
             results.append(row)
     return results
 
@@ -253,8 +254,9 @@ def plot(results: list[JsonObj], path: str) -> None:
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--ranks", type=parse_ranks, default=parse_ranks("1e3,1e4,1e5,1e6"),
-                   help="rank counts (default 1e3,1e4,1e5,1e6)")
+    p.add_argument("--ranks", type=parse_ranks, default=parse_ranks("1e3,1e4,1e5,1e6"), metavar="LIST",
+                   help="rank counts, comma-separated, whole numbers or 1e3-style, 1 to 1e12 "
+                   "(default 1e3,1e4,1e5,1e6)")
     p.add_argument("--collective", choices=("allreduce", "barrier", "bcast"), default="allreduce")
     p.add_argument("--interval", type=parse_ns, default=1e6, help="compute between collectives (default 1ms)")
     p.add_argument("--cosched", action="store_true", help="every rank at the same offset into the trace")

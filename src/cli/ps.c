@@ -29,7 +29,8 @@ static int usage(int status)
 		"Lists the detached threads of all running programs: pid, tid, CPU, mode,\n"
 		"proxy tid and wait, forwarded / local / emulated calls and traps; then the\n"
 		"channels (dt_chan_open) with their holders' pids (0: none) and counters.\n"
-		"  --json   one JSON document instead of the table\n");
+		"  --json   one JSON document instead of the table: each thread with the\n"
+		"           fields of a thread in `detach run --stats`'s file\n");
 	return status;
 }
 
@@ -84,29 +85,21 @@ int ps_each(pid_t only, void (*fn)(const struct dt_registry *r, void *arg), void
 	return n;
 }
 
+/* One thread as `detach ps --json` and the ctl files show it: the
+ * program's pid, mode, proxy and command and the thread's state beside
+ * the statistics every writer of them shares (lib/registry.c). */
 void ps_thread_json(struct json *j, const struct dt_registry *r, const struct dt_thread_stats *s)
 {
 	bool alive = task_alive(r->pid, s->tid);
 
 	json_object_begin(j, NULL);
 	json_int(j, "pid", r->pid);
-	json_int(j, "tid", s->tid);
-	json_int(j, "cpu", s->cpu);
 	json_str(j, "mode", r->mode);
+	json_str(j, "proxy", r->proxy);
+	json_str(j, "command", r->comm);
 	json_bool(j, "alive", alive);
 	json_bool(j, "detached", alive && s->state == 1);
-	json_str(j, "proxy", r->proxy);
-	json_int(j, "proxy_tid", s->proxy_tid);
-	json_uint(j, "forwarded", s->forwarded);
-	json_uint(j, "local", s->local);
-	json_uint(j, "emulated", s->emulated);
-	json_uint(j, "traps", s->traps);
-	json_uint(j, "retraps", s->retraps);
-	json_uint(j, "sites_rewritten", s->sites_rewritten);
-	json_uint(j, "sites_window", s->sites_window);
-	json_uint(j, "sites_refused", s->sites_refused);
-	json_uint(j, "traps_refused", s->traps_refused);
-	json_str(j, "command", r->comm);
+	registry_thread_json(j, r, s, r->pid);
 	json_object_end(j);
 }
 

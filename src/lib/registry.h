@@ -7,6 +7,9 @@
 #define DETACH_LIB_REGISTRY_H
 
 #include <stdint.h>
+#include <sys/types.h>
+
+#include "lib/util.h"
 
 #define DT_MAX_THREADS 64         /* detached threads per process */
 #define DT_NR_SYSCALLS 512        /* per-syscall counters; x86-64 numbers stay below */
@@ -44,7 +47,7 @@ struct dt_thread_stats {
 					     * a call that changed the thread made a new one */
 };
 
-#define REGISTRY_MAGIC 0x33484354454400ull   /* "DETACH3" */
+#define REGISTRY_MAGIC 0x34484354454400ull   /* "DETACH4" */
 struct dt_registry {
 	uint64_t magic;
 	int32_t pid;
@@ -52,7 +55,25 @@ struct dt_registry {
 	char mode[16];
 	char proxy[16];
 	char comm[32];
+	struct tsc_clock tsc;           /* the runtime's: its TSC cycles (waited) in ns */
 	struct dt_thread_stats threads[DT_MAX_THREADS];
 };
+
+/* The kernel's figures for thread tid of process pid (0: this process,
+ * /proc/self): faults from its stat, context switches from its status.
+ * 0 or -errno. */
+int kernel_counters_read(pid_t pid, pid_t tid, struct kernel_counters *k);
+
+/* A thread's statistics as JSON, the one writer of them (`detach run
+ * --stats` at the program's exit, `detach ps --json`, the ctl files):
+ * the members of the thread's object, which the caller opens and closes.
+ * Its counters, waited_ns, the runtime's account of kernel entries, the
+ * kernel's own figures since it was detached (at its end, or read now
+ * from /proc/<proc_pid>; proc_pid 0: /proc/self; left out when neither
+ * can be had) and its calls by name, most first.  Uses stdio and the
+ * stack (4 KiB): not for the runtime's trap path. */
+struct json;
+void registry_thread_json(struct json *j, const struct dt_registry *r, const struct dt_thread_stats *s,
+			  pid_t proc_pid);
 
 #endif

@@ -380,7 +380,7 @@ static void *proxy_main(void *arg)
 			stats_finish();
 		} else if (nr == DT_CMD_COUNTERS) {
 			/* the detached thread is about to exit or attach: its figures */
-			kernel_counters_read(t->tid, &t->stats->at_exit);
+			kernel_counters_read(0, t->tid, &t->stats->at_exit);
 			cputime_proxy_ends(t->stats);
 			t->stats->ended = 1;
 		}

@@ -4,12 +4,12 @@
  * (claims.c, lib/liveness.h): a reader that finds the byte free knows the
  * file is a dead process's and removes it.
  * The kernel's own per-thread figures (faults, context switches) are read
- * from /proc when written, never counted by us. */
+ * from /proc when written, never counted by us; a thread's JSON is
+ * lib/registry.c's, as `detach ps --json` writes it. */
 #include "runtime/stats.h"
 #include "runtime/claims.h"
 #include "runtime/config.h"
 #include "lib/contract.h"
-#include "lib/syscall_names.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -77,6 +77,7 @@ int registry_open(void)
 	}
 	dt_registry = p;
 	dt_registry->pid = dt_cfg.pid;
+	dt_registry->tsc = dt_cfg.tsc;
 	snprintf(dt_registry->mode, sizeof(dt_registry->mode), "%s", dt_cfg.mode);
 	snprintf(dt_registry->proxy, sizeof(dt_registry->proxy), "%s",
 		 dt_cfg.proxy_wait == PROXY_SPIN ? "spin" : "adaptive");
@@ -107,88 +108,6 @@ struct dt_thread_stats *registry_slot(pid_t tid, int cpu)
 	return NULL;
 }
 
-/* Faults from /proc/.../stat (fields 10 and 12), switches from status. */
-int kernel_counters_read(pid_t tid, struct kernel_counters *k)
-{
-	char path[64], buf[4096], *p;
-	unsigned long long minflt = 0, majflt = 0;
-	int err;
-
-	memset(k, 0, sizeof(*k));
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
-	if ((err = read_text_file(path, buf, sizeof(buf))))
-		return err;
-	if ((p = strrchr(buf, ')')))
-		/* after "pid (comm)": state ppid pgrp session tty tpgid flags minflt cminflt majflt */
-		sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %llu %*u %llu", &minflt, &majflt);
-	k->minflt = minflt;
-	k->majflt = majflt;
-	snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid);
-	if ((err = read_text_file(path, buf, sizeof(buf))))
-		return err;
-	if ((p = strstr(buf, "\nvoluntary_ctxt_switches:")))
-		k->vol_switches = strtoull(p + 25, NULL, 10);
-	if ((p = strstr(buf, "\nnonvoluntary_ctxt_switches:")))
-		k->invol_switches = strtoull(p + 28, NULL, 10);
-	return 0;
-}
-
-static void write_thread(struct json *j, const struct dt_thread_stats *s)
-{
-	struct { long nr; uint64_t n; } top[DT_NR_SYSCALLS];
-	int ntop = 0;
-
-	json_object_begin(j, NULL);
-	json_int(j, "tid", s->tid);
-	json_int(j, "cpu", s->cpu);
-	json_int(j, "proxy_tid", s->proxy_tid);
-	json_uint(j, "forwarded", s->forwarded);
-	json_uint(j, "local", s->local);
-	json_uint(j, "emulated", s->emulated);
-	json_uint(j, "waited_ns", tsc_cycles_to_ns(&dt_cfg.tsc, s->waited));
-	json_uint(j, "traps", s->traps);
-	json_uint(j, "retraps", s->retraps);
-	json_uint(j, "sites_rewritten", s->sites_rewritten);
-	json_uint(j, "sites_window", s->sites_window);
-	json_uint(j, "sites_refused", s->sites_refused);
-	json_uint(j, "traps_refused", s->traps_refused);
-	json_uint(j, "sync_cores", s->sync_cores);
-	json_uint(j, "int3_hits", s->int3_hits);
-	/* the runtime's own account of kernel entries on the detached CPU:
-	 * a trap or an int3 hit is two (the trap and its rt_sigreturn), a
-	 * local call or a membarrier one */
-	json_uint(j, "kernel_entries", 2 * (s->traps + s->retraps + s->int3_hits) + s->local + s->sync_cores);
-	/* while detached: the kernel's figures now, less those at detach time */
-	struct kernel_counters k = s->at_exit;
-	if (s->ended || kernel_counters_read(s->tid, &k) == 0) {
-		json_uint(j, "minor_faults", k.minflt - s->at_detach.minflt);
-		json_uint(j, "major_faults", k.majflt - s->at_detach.majflt);
-		json_uint(j, "voluntary_ctxt_switches", k.vol_switches - s->at_detach.vol_switches);
-		json_uint(j, "nonvoluntary_ctxt_switches", k.invol_switches - s->at_detach.invol_switches);
-	}
-	for (long nr = 0; nr < DT_NR_SYSCALLS; nr++)
-		if (s->per_nr[nr])
-			top[ntop].nr = nr, top[ntop++].n = s->per_nr[nr];
-	for (int i = 1; i < ntop; i++)       /* insertion sort, most first */
-		for (int k = i; k > 0 && top[k].n > top[k - 1].n; k--) {
-			typeof(top[0]) x = top[k];
-			top[k] = top[k - 1];
-			top[k - 1] = x;
-		}
-	json_object_begin(j, "syscalls");
-	for (int i = 0; i < ntop; i++) {
-		const char *name = syscall_name(top[i].nr);
-		char num[32];
-		if (!name) {
-			snprintf(num, sizeof(num), "%ld", top[i].nr);
-			name = num;
-		}
-		json_uint(j, name, top[i].n);
-	}
-	json_object_end(j);
-	json_object_end(j);
-}
-
 /* A detached thread that was preempted often shared its CPU with another
  * runnable thread (one it does not know of, as under --select first, where
  * threads that pin themselves are not watched) or task: said at the end,
@@ -200,7 +119,7 @@ static void warn_shared_cpus(void)
 	for (int i = 0; dt_registry && i < dt_registry->nthreads; i++) {
 		struct dt_thread_stats *s = &dt_registry->threads[i];
 		struct kernel_counters k = s->at_exit;
-		if (!s->tid || (!s->ended && kernel_counters_read(s->tid, &k)))
+		if (!s->tid || (!s->ended && kernel_counters_read(0, s->tid, &k)))
 			continue;
 		uint64_t n = k.invol_switches - s->at_detach.invol_switches;
 		if (n >= SHARED_SWITCHES)
@@ -256,9 +175,13 @@ void stats_finish(void)
 	json_str(&j, "mode", dt_registry ? dt_registry->mode : dt_cfg.mode);
 	json_str(&j, "proxy", dt_cfg.proxy_wait == PROXY_SPIN ? "spin" : "adaptive");
 	json_array_begin(&j, "threads");
-	for (int i = 0; dt_registry && i < dt_registry->nthreads; i++)
-		if (dt_registry->threads[i].tid)
-			write_thread(&j, &dt_registry->threads[i]);
+	for (int i = 0; dt_registry && i < dt_registry->nthreads; i++) {
+		if (!dt_registry->threads[i].tid)
+			continue;
+		json_object_begin(&j, NULL);
+		registry_thread_json(&j, dt_registry, &dt_registry->threads[i], 0);
+		json_object_end(&j);
+	}
 	json_array_end(&j);
 	if (stats_on_write)
 		stats_on_write(&j);

@@ -12,7 +12,6 @@ extern struct dt_registry *dt_registry DT_HIDDEN;
 int registry_open(void) DT_HIDDEN;
 struct dt_thread_stats *registry_slot(pid_t tid, int cpu) DT_HIDDEN;
 void registry_slot_free(struct dt_thread_stats *s) DT_HIDDEN;
-int kernel_counters_read(pid_t tid, struct kernel_counters *k) DT_HIDDEN;
 void stats_finish(void) DT_HIDDEN;
 /* Writes the process-wide part of the statistics file beyond the threads
  * (rewrite.c: the sites by mapping); set by the runtime's start, so that

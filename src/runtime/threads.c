@@ -294,7 +294,7 @@ int detach_thread(struct dt_thread *t, int cpu)
 		   cpulist_format(&dt_cfg.housekeeping, (char[256]){ 0 }, 256),
 		   dt_cfg.proxy_wait == PROXY_SPIN ? "spin" : "adaptive", dt_cfg.mode);
 	dt_self = t;
-	kernel_counters_read(t->tid, &t->stats->at_detach);
+	kernel_counters_read(0, t->tid, &t->stats->at_detach);
 	t->stats->state = 1;
 	if (!(err = arm(t)))                    /* selector BLOCK from here */
 		return 0;

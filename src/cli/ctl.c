@@ -13,6 +13,7 @@
 #include "cli/pid_op.h"
 #include "lib/partition.h"
 #include "lib/undo_log.h"
+#include "lib/liveness.h"
 #include "lib/util.h"
 
 #include <errno.h>
@@ -188,16 +189,13 @@ static void undo(const struct record *r)
 			fprintf(stderr, "detach: warning: cannot remove %s: %s\n", r->made[i], strerror(errno));
 }
 
-/* Our daemon, and not a zombie waiting for its reaper. */
+/* Our daemon (its name), and alive: not a zombie waiting for its reaper. */
 static bool daemon_alive(pid_t pid)
 {
-	char path[64], stat[512], *p;
+	char path[64], comm[32];
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	if (pid <= 0 || read_text_file(path, stat, sizeof(stat)) || !(p = strrchr(stat, ')')))
-		return false;
-	return !strncmp(stat + strcspn(stat, "(") + 1, DAEMON_COMM ")", strlen(DAEMON_COMM) + 1) &&
-	       p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	return pid_alive(pid) && !read_text_file(path, comm, sizeof(comm)) && !strcmp(comm, DAEMON_COMM);
 }
 
 /* The directories from the first missing ancestor of path down to path,

@@ -112,8 +112,7 @@ int pid_op_check(struct pid_op *op)
 	uintptr_t base;
 	long v;
 
-	snprintf(path, sizeof(path), "/proc/%d", (int)op->pid);
-	if (op->pid <= 0 || access(path, F_OK))
+	if (!pid_alive(op->pid))
 		return fail(op, -ESRCH, "'ps -e' lists the running processes", "no process %d", (int)op->pid);
 	if (read_long_file("/proc/sys/kernel/yama/ptrace_scope", &v) == 0 && v >= 3)
 		return fail(op, -EPERM, "the setting cannot be lowered until a reboot; boot with "

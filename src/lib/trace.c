@@ -6,6 +6,7 @@
 #include "lib/trace.h"
 #include "lib/undo_log.h"
 #include "lib/partition.h"
+#include "lib/liveness.h"
 #include "lib/util.h"
 
 #include <tracefs/tracefs.h>
@@ -120,19 +121,6 @@ static void journal_replay(const char *path)
 		unlink(path);
 }
 
-/* A zombie is dead too: an owner nobody reaps (its parent gone, a PID 1
- * that does not wait) must not keep its journal alive. */
-static bool pid_alive(pid_t pid)
-{
-	char path[64], buf[512], *p;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	if (read_text_file(path, buf, sizeof(buf)) < 0)
-		return false;
-	p = strrchr(buf, ')');
-	return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
-}
-
 int trace_cleanup_stale(void)
 {
 	DIR *d = opendir(ISOLATE_STATE_DIR);
@@ -145,6 +133,9 @@ int trace_cleanup_stale(void)
 		char path[300];
 		int pid;
 
+		/* pid_alive: a zombie is dead too, an owner nobody reaps (its
+		 * parent gone, a PID 1 that does not wait) must not keep its
+		 * journal alive */
 		if (sscanf(e->d_name, "trace-%d", &pid) != 1 || pid_alive(pid))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", ISOLATE_STATE_DIR, e->d_name);

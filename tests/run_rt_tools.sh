@@ -3,8 +3,10 @@
 # thread of their own to CPU 1, which takes the CPU over from the first
 # thread.  Judged by the kernel's counters while they run: the measuring
 # thread alone is allowed on CPU 1 (Cpus_allowed_list), the first thread
-# left it, the measuring thread's sleeps no longer enter the kernel
-# (voluntary switches flat) and it is hardly preempted; `--select first`
+# left it and the measuring thread's sleeps no longer enter the kernel
+# (voluntary switches flat; its preemptions are printed, not judged: on a
+# loaded machine other tasks share CPU 1 unless `detach isolate` keeps them
+# away); `--select first`
 # keeps the first thread there and is warned about.  rt-tests from Debian.
 # Timeout: 120
 . "$(dirname "$0")/helpers/lib.sh"
@@ -49,7 +51,6 @@ check() {
 	[ "$cpus" = 1 ] || t_fail "$name: the measuring thread is allowed on '$cpus', not CPU 1 alone"
 	[ "$main_cpus" != 1 ] || t_fail "$name: the first thread is still on CPU 1"
 	[ $((v1 - v0)) -eq 0 ] || t_fail "$name: the measuring thread slept in the kernel $((v1 - v0)) times"
-	[ $((n1 - n0)) -lt 25 ] || t_fail "$name: the measuring thread was preempted $((n1 - n0)) times in 0.5 s"
 	python3 - "$T_TMP/$name.json" "$w" <<'PY' || t_fail "$name: statistics do not show tid $w detached on CPU 1"
 import json, sys
 d = json.load(open(sys.argv[1]))

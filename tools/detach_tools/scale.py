@@ -72,8 +72,9 @@ ASSUMPTIONS = (
     "one collective per interval, its noiseless cost c(N) = LogGP's 2 ceil(log2 N) (2o + L + kG), "
     "short against the detours: no rank's slack in the tree absorbs noise, and no noise meets "
     "the overheads o on the tree's critical path",
-    "noise per interval of compute: a rank that waits for the others meets none meanwhile "
-    "(SimGrid: noise in wall time, the trace runs on while a rank waits)",
+    "noise per interval of compute: each interval starts in the trace's free time, and a rank "
+    "that waits for the others meets none meanwhile (SimGrid: noise in wall time, the trace "
+    "runs on while a rank waits)",
 )
 
 

@@ -5,7 +5,11 @@
  * rewritten and keeps its data; syscall(SYS_clone)
  * through glibc's syscall() (a window site whose number comes at run time)
  * run at the kept `syscall`; a NULL function pointer call crashes with
- * SIGSEGV, as natively (no page 0 is mapped).
+ * SIGSEGV, as natively (no page 0 is mapped); a site whose only
+ * instruction before it is a function's entry `xor %eax,%eax` (glibc's
+ * __read_nocancel) hops through the nop before the entry, and code falling
+ * through that nop still reaches the entry; a window with a rip-relative
+ * lea (__libc_signal_block_all's) moves with its address fixed up.
  * Timeout: 600 */
 #include "helpers/t_detach.h"
 
@@ -35,6 +39,35 @@ __asm__(".text\n"
 	"	ret\n"
 	"1:	xorl %eax, %eax\n"
 	"	ret\n");
+
+/* hop_read(fd, buf, n): read() as __read_nocancel does it, at a 16-byte
+ * aligned entry behind an 8-byte nop; hop_fall runs 8 bytes of moves and
+ * falls through the nop into it. */
+long hop_read(int fd, void *buf, size_t n);
+long hop_fall(int fd, void *buf, size_t n);
+/* rip_lea(): getppid() with `lea rip_data(%rip),%rsi` right before the
+ * syscall; returns rsi as the call left it. */
+long rip_lea(void);
+extern const unsigned char rip_data[], rip_site[];
+__asm__(".text\n"
+	".p2align 4\n"
+	"hop_fall:\n"
+	"	.byte 0x48, 0x89, 0xff, 0x48, 0x89, 0xf6, 0x66, 0x90\n"   /* mov %rdi,%rdi; mov %rsi,%rsi; xchg %ax,%ax */
+	"	.byte 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00\n"   /* nopl 0x0(%rax,%rax,1) */
+	"hop_read:\n"
+	"	xorl %eax, %eax\n"
+	"	syscall\n"
+	"	ret\n"
+	"rip_lea:\n"
+	"	movl $110, %eax\n"           /* getppid */
+	"	leaq rip_data(%rip), %rsi\n"
+	"rip_site:\n"
+	"	syscall\n"
+	"	movq %rsi, %rax\n"
+	"	ret\n"
+	".data\n"
+	"rip_data: .quad 0\n"
+	".text\n");
 
 static volatile sig_atomic_t handled;
 static void on_usr1(int s) { (void)s; handled++; }
@@ -123,6 +156,36 @@ static int inner(void)
 	unsigned char first = *(const volatile unsigned char *)((uintptr_t)red_zone_site - 5);
 	if (first != 0xe9) {
 		fprintf(stderr, "the red-zone site was not rewritten (%#x)\n", first);
+		bad++;
+	}
+	/* the hop: from the detached thread (rewritten at its first trap),
+	 * then falling through the padding */
+	int zero = open("/dev/zero", O_RDONLY);
+	char buf[16];
+	for (int i = 0; i < 100; i++)
+		if (hop_read(zero, buf, sizeof(buf)) != sizeof(buf) || hop_fall(zero, buf, 3) != 3) {
+			fprintf(stderr, "hop_read/hop_fall at call %d\n", i);
+			bad++;
+			break;
+		}
+	uintptr_t entry_at = (uintptr_t)hop_read;
+	__asm__("" : "+r"(entry_at));    /* an address, not an object the compiler knows */
+	const volatile unsigned char *entry = (const volatile unsigned char *)entry_at;
+	if (entry[0] != 0xeb || entry[-8] != 0xeb || entry[-6] != 0xe9) {
+		fprintf(stderr, "the hop site was not rewritten (%#x, padding %#x %#x)\n", entry[0], entry[-8],
+			entry[-6]);
+		bad++;
+	}
+	close(zero);
+	/* the rip-relative window: rsi holds rip_data's address after it */
+	for (int i = 0; i < 100; i++)
+		if (rip_lea() != (long)rip_data) {
+			fprintf(stderr, "rip_lea: %#lx, want %p\n", rip_lea(), (void *)rip_data);
+			bad++;
+			break;
+		}
+	if (*(const volatile unsigned char *)((uintptr_t)rip_site - 7) != 0xe9) {
+		fprintf(stderr, "the rip-relative window was not rewritten\n");
 		bad++;
 	}
 	/* the clone family through glibc's syscall(): a window whose number

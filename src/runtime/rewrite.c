@@ -23,8 +23,8 @@
  * instruction is `mov $nr,%eax` at 83% of glibc 2.36's sites (the exact
  * pattern); elsewhere, any one instruction of 5 to 10 bytes of a short
  * whitelist (a window: moves of an immediate or between a register and
- * memory not addressed relative to rip) whose bytes end at the `syscall`;
- * the number is then rax's at run time.  The `syscall` is kept, so a thread
+ * memory, rip-relative addresses fixed up in the stub) whose bytes end at
+ * the `syscall`; the number is then rax's at run time.  The `syscall` is kept, so a thread
  * stopped between the two instructions (preempted, in a signal handler, in
  * the kernel restarting a call) still finds a real syscall that traps or
  * runs as before; and no instruction boundary lies inside the jump.
@@ -120,7 +120,7 @@ static unsigned stub_page_count;
 /* Every site met, for the coverage by mapping (rewrite_coverage): appended
  * once per site, without a lock (an index taken atomically). */
 #define LOG_SITES 4096
-static struct { uintptr_t site; uint8_t kind; } site_log[LOG_SITES];
+static struct { uintptr_t site; uint8_t kind; const char *why; } site_log[LOG_SITES];
 static unsigned site_log_len;
 
 static inline size_t slot_of(uintptr_t a)
@@ -166,12 +166,13 @@ static long table_add(volatile uintptr_t *tab, uintptr_t *vals, uintptr_t a, uin
 	return -1;
 }
 
-static void log_site(uintptr_t site, uint8_t kind)
+static void log_site(uintptr_t site, uint8_t kind, const char *why)
 {
 	unsigned i = __atomic_fetch_add(&site_log_len, 1, __ATOMIC_RELAXED);
 
 	if (i < LOG_SITES) {
 		site_log[i].kind = kind;
+		site_log[i].why = why;
 		__atomic_store_n(&site_log[i].site, site, __ATOMIC_RELEASE);
 	}
 }
@@ -258,12 +259,24 @@ struct window {
 	/* the registers it leaves holding a constant, and those constants */
 	uint16_t known;
 	uint64_t val[16];
+	/* rip-relative operands: the offsets of their disp32 in bytes, fixed
+	 * up in the stub (stub_write); rip_disp: insn_len's, from the start of
+	 * the instruction it last read, 0 for none */
+	uint8_t rip_at[WIN_MAX], nrip, rip_disp;
+	/* A hop (find_hop): the window is the 2-byte instruction at a
+	 * function's entry, which becomes `jmp pad+2`; the padding before the
+	 * entry, pad_len bytes of one nop, becomes `jmp entry; jmp stub`. */
+	uintptr_t pad;
+	unsigned pad_len;
+	uint8_t pad_bytes[16];
 };
 
-/* The length of a ModRM operand (ModRM, SIB, displacement) at m, or 0 when
- * it addresses memory relative to rip (the stub is elsewhere). */
-static unsigned modrm_len(const uint8_t *m)
+/* The length of a ModRM operand (ModRM, SIB, displacement) at m; *rip:
+ * whether it addresses memory relative to rip (its disp32 right after the
+ * ModRM byte), which the stub fixes up. */
+static unsigned modrm_len(const uint8_t *m, bool *rip)
 {
+	*rip = false;
 	unsigned mod = m[0] >> 6, rm = m[0] & 7, n = 1;
 
 	if (mod == 3)
@@ -273,7 +286,8 @@ static unsigned modrm_len(const uint8_t *m)
 		if (mod == 0 && (m[1] & 7) == 5)
 			return n + 4;   /* no base: disp32, absolute (%fs:0x18) */
 	} else if (mod == 0 && rm == 5) {
-		return 0;               /* rip-relative */
+		*rip = true;
+		return n + 4;
 	}
 	return n + (mod == 1 ? 1 : mod == 2 ? 4 : 0);
 }
@@ -283,19 +297,23 @@ static unsigned modrm_len(const uint8_t *m)
  *   [REX] b8+r imm32            mov $imm32, %r32 (REX.W's imm64: refused)
  *   REX.W c7 /0 (reg) imm32     mov $simm32, %r64
  *   [64|65] [REX] 8b|89|8d m    mov between registers, or between a
- *                               register and memory, lea; not rip-relative
- *                               (the memory moves nowhere: the stub runs it
- *                               with the program's rsp)
+ *                               register and memory, lea (the memory moves
+ *                               nowhere: the stub runs it with the
+ *                               program's rsp, and a rip-relative address
+ *                               is fixed up: __libc_signal_block_all's
+ *                               lea of its mask)
  *   [REX] 31|33 (reg, reg)      xor
  *   [REX] 80|83 /n ib, 81 /n id arithmetic of a register and an immediate
  *   (reg)                       (glibc's futex wake: xor $0x80,%sil)
- * None branches, none reads rip; xor and the arithmetic set the flags,
+ * None branches, none reads rip but as an address; xor and the arithmetic set the flags,
  * which the stub then carries into the trampoline as the `syscall` would
  * have found them. */
 static unsigned insn_len(const uint8_t *p, unsigned room, struct window *w)
 {
 	unsigned n = 0, rex = 0, m, dst;
+	bool rip;
 
+	w->rip_disp = 0;
 	if (room && (p[n] == 0x64 || p[n] == 0x65))
 		n++;
 	if (n < room && (p[n] & 0xf0) == 0x40)
@@ -332,13 +350,15 @@ static unsigned insn_len(const uint8_t *p, unsigned room, struct window *w)
 		uint8_t mr = p[n + 1];
 		unsigned reg = ((mr >> 3) & 7) | (rex & 4 ? 8 : 0), rm = (mr & 7) | (rex & 1 ? 8 : 0);
 		bool regs = (mr >> 6) == 3;
-		if (!(m = modrm_len(p + n + 1)) || n + 1 + m > room)
+		if (n + 1 + (m = modrm_len(p + n + 1, &rip)) > room)
 			return 0;
 		if ((op == 0x31 || op == 0x33) && !regs)
 			return 0;       /* xor with memory: a read-modify-write, not ours */
 		if (op == 0x8d && regs)
 			return 0;
 		dst = op == 0x89 || op == 0x31 ? (regs ? rm : 16) : reg;
+		if (rip)
+			w->rip_disp = (uint8_t)(n + 2);
 		if (dst < 16) {
 			if ((op == 0x31 || op == 0x33) && reg == rm) {
 				w->known |= (uint16_t)(1u << dst);
@@ -363,7 +383,7 @@ static bool branch_into(const struct window *w, uintptr_t site)
 	uint8_t code[2 * SCAN + 8];
 	uintptr_t lo = site - SCAN, page;
 
-	if (w->ninsn < 2)
+	if (w->ninsn < 2 && !w->pad_len)
 		return false;
 	/* page by page: a neighbouring page may be unreadable */
 	memset(code, 0, sizeof(code));
@@ -386,10 +406,13 @@ static bool branch_into(const struct window *w, uintptr_t site)
 			memcpy(&r32, c + 2, 4);
 			to[n++] = at + 6 + (uintptr_t)(intptr_t)r32;
 		}
-		for (int k = 0; k < n; k++)
-			for (unsigned b = 0; b < w->ninsn - 1; b++)
+		for (int k = 0; k < n; k++) {
+			for (unsigned b = 0; b + 1 < w->ninsn; b++)
 				if (to[k] == w->start + w->bound[b])
 					return true;
+			if (to[k] > w->pad && to[k] < w->pad + w->pad_len)
+				return true;
+		}
 	}
 	return false;
 }
@@ -410,6 +433,8 @@ static bool find_window(const uint8_t *code, size_t at, uintptr_t site, struct w
 		while (off < len && (l = insn_len(p + off, len - off, w))) {
 			if (off)
 				w->bound[w->ninsn - 1] = (uint8_t)off;
+			if (w->rip_disp)
+				w->rip_at[w->nrip++] = (uint8_t)(off + w->rip_disp);
 			w->ninsn++;
 			off += l;
 		}
@@ -433,6 +458,62 @@ static bool find_window(const uint8_t *code, size_t at, uintptr_t site, struct w
 		return true;
 	}
 	return false;
+}
+
+/* A site whose only instruction before it is 2 bytes long at a function's
+ * entry (glibc's __read_nocancel, ld.so's: `xor %eax,%eax; syscall`): the
+ * bytes before the entry belong to another function, so no window ends at
+ * the site.  But gcc aligns functions to 16 bytes with one nop, and where
+ * that nop is 7 to 15 bytes long it can carry the jump (E9Patch's
+ * trampoline hopping):
+ *
+ *   pad:   nop (7..15)            ->  eb N-2     jmp entry (a fall-through
+ *                                                 into the padding goes on
+ *                                                 as before)
+ *                                     e9 rel32   jmp stub
+ *   entry: 31 c0  xor %eax,%eax       eb XX      jmp pad+2
+ *   site:  0f 05  syscall             0f 05      (kept)
+ *
+ * The padding is recognized exactly: one of the assembler's long nops
+ * (0f 1f 80 00*4, or [66...][2e] 0f 1f 84 00*5) ending at a 16-byte
+ * aligned entry, with no prefix byte before it; no branch may land inside
+ * it (branch_into).  Both instructions change as a window does (int3 first,
+ * see store_hop), so a thread at either sees the old one, int3 or the new. */
+static bool find_hop(const uint8_t *code, size_t at, uintptr_t site, struct window *w)
+{
+	uintptr_t entry = site - 2;
+	const uint8_t *e = code + at - 2;
+	unsigned n;
+
+	if (at < 2 + 8 || (entry & 15) || !((e[0] == 0x31 || e[0] == 0x33) && e[1] == 0xc0))
+		return false;
+	if (!memcmp(e - 8, "\x0f\x1f\x84\x00\x00\x00\x00\x00", 8)) {
+		n = 8;
+		while (n < 15 && n + 2 < at && (e[-(int)n - 1] == 0x66 || e[-(int)n - 1] == 0x2e))
+			n++;
+	} else if (!memcmp(e - 7, "\x0f\x1f\x80\x00\x00\x00\x00", 7)) {
+		n = 7;
+	} else {
+		return false;
+	}
+	if (n + 2 >= at)
+		return false;           /* the byte before the nop is not known */
+	uint8_t before = e[-(int)n - 1];
+	if ((before & 0xf0) == 0x40 || before == 0x26 || before == 0x2e || before == 0x36 || before == 0x3e ||
+	    before == 0x64 || before == 0x65 || before == 0x66 || before == 0x67 || before == 0xf0 ||
+	    before == 0xf2 || before == 0xf3)
+		return false;
+	memset(w, 0, sizeof(*w));
+	w->start = entry;
+	w->len = 2;
+	w->ninsn = 1;
+	memcpy(w->bytes, e, 2);
+	w->known = 1;                   /* rax = 0: read */
+	w->nr = 0;
+	w->pad = entry - n;
+	w->pad_len = n;
+	memcpy(w->pad_bytes, e - n, n);
+	return true;
 }
 
 /* Does the trap's register file agree with the window having just run?  A
@@ -464,8 +545,9 @@ static bool never_patched(long nr)
  * from a snapshot of the code before it, before any lock is taken. */
 static const char *refusal(uintptr_t site, const greg_t *g, struct window *w, uint8_t *kind)
 {
-	uint8_t code[WIN_MAX + 1 + 2];
-	size_t at = WIN_MAX + 1, got;
+	enum { BEFORE = 32 };           /* a window, or a hop's nop and the byte before it */
+	uint8_t code[BEFORE + 2];
+	size_t at = BEFORE, got;
 	uintptr_t lo = site - at, page = site & ~4095ul;
 
 	*kind = SITE_TRAPPING;
@@ -478,13 +560,13 @@ static const char *refusal(uintptr_t site, const greg_t *g, struct window *w, ui
 		at = site - page;
 		lo = page;
 	}
-	got = read_own(code + (WIN_MAX + 1 - at), lo, at + 2);
+	got = read_own(code + (BEFORE - at), lo, at + 2);
 	if (got != at + 2)
 		return "unreadable";
-	const uint8_t *c = code + (WIN_MAX + 1 - at);
+	const uint8_t *c = code + (BEFORE - at);
 	if (c[at] != 0x0f || c[at + 1] != 0x05)
 		return "not a syscall instruction";
-	if (!find_window(c, at, site, w))
+	if (!find_window(c, at, site, w) && !find_hop(c, at, site, w))
 		return "no instruction to move";
 	if (!window_agrees(w, g))
 		return "the bytes before it read as no instruction of ours";
@@ -544,7 +626,9 @@ static void put_rel32(uint8_t *at, uintptr_t next, uintptr_t target)
 	memcpy(at, &rel, 4);
 }
 
-/* The stub of w at slot, as laid out above; the address of its `ret`. */
+/* The stub of w at slot, as laid out above; the address of its `ret`, or
+ * 0 when a rip-relative operand of the window cannot reach its target
+ * from there. */
 static uintptr_t stub_write(uint8_t *code, uintptr_t slot, const struct window *w, uintptr_t site)
 {
 	uint64_t entry = (uint64_t)dt_trampoline_entry;
@@ -552,6 +636,18 @@ static uintptr_t stub_write(uint8_t *code, uintptr_t slot, const struct window *
 
 	memset(code, 0xcc, STUB_SLOT);
 	memcpy(code, w->bytes, n);
+	/* Each instruction sits at the same offset in the stub as in the
+	 * window: its target is as far from it as before, moved by
+	 * start - slot. */
+	for (unsigned i = 0; i < w->nrip; i++) {
+		int32_t d;
+		memcpy(&d, code + w->rip_at[i], 4);
+		int64_t nd = (int64_t)d + (int64_t)(w->start - slot);
+		if (nd != (int32_t)nd)
+			return 0;
+		d = (int32_t)nd;
+		memcpy(code + w->rip_at[i], &d, 4);
+	}
 	memcpy(code + n, "\x48\x8d\x64\x24", 4); n += 4;                /* lea -RED_ZONE(%rsp),%rsp */
 	code[n++] = (uint8_t)-RED_ZONE;                                  /* (disp8) */
 	code[n++] = 0x49; code[n++] = 0xbb;                              /* movabs $entry,%r11 */
@@ -622,6 +718,32 @@ static void store_jump(struct dt_thread *t, volatile uint8_t *b, const struct wi
 	__atomic_store_n(&b[0], (uint8_t)0xe9, __ATOMIC_RELEASE);
 }
 
+/* A hop's stores (find_hop), staged as store_jump's: both first bytes
+ * become int3 together, then both tails, then both first bytes, so the
+ * two changes cost the two serializations of one.  A thread that meets
+ * the int3 at pad goes on at the entry (the nop did nothing); at the
+ * entry, to the stub (rewrite_int3: both are in starts). */
+static void store_hop(struct dt_thread *t, const struct window *w, uintptr_t stub)
+{
+	volatile uint8_t *pad = (volatile uint8_t *)w->pad, *entry = (volatile uint8_t *)w->start;
+	uint8_t p[16];
+
+	memset(p, 0xcc, sizeof(p));      /* past the second jump: never run */
+	p[0] = 0xeb;
+	p[1] = (uint8_t)(w->pad_len - 2);
+	p[2] = 0xe9;
+	put_rel32(p + 3, w->pad + 7, stub);
+	__atomic_store_n(&pad[0], (uint8_t)0xcc, __ATOMIC_RELEASE);
+	__atomic_store_n(&entry[0], (uint8_t)0xcc, __ATOMIC_RELEASE);
+	serialize_all(t);
+	for (unsigned i = 1; i < w->pad_len; i++)
+		__atomic_store_n(&pad[i], p[i], __ATOMIC_RELAXED);
+	__atomic_store_n(&entry[1], (uint8_t)-(int)w->pad_len, __ATOMIC_RELAXED);   /* jmp pad+2 */
+	serialize_all(t);
+	__atomic_store_n(&pad[0], (uint8_t)0xeb, __ATOMIC_RELEASE);
+	__atomic_store_n(&entry[0], (uint8_t)0xeb, __ATOMIC_RELEASE);
+}
+
 /* Makes [lo, hi) writable and executable, page by page, remembering each
  * page's protection (readable and executable, as the code ran; writable as
  * process_vm_writev finds it) in prot; false if mprotect refused. */
@@ -683,25 +805,34 @@ static enum patch patch_site(struct dt_thread *t, uintptr_t site, const struct w
 		goto out;
 	}
 	uintptr_t ret = stub_write(stub, slot, w, site);
+	if (!ret) {
+		r = NO_STUB;
+		goto out;
+	}
 	if (sys_call3(SYS_mprotect, slot & ~4095ul, 4096, PROT_READ | PROT_WRITE | PROT_EXEC) < 0)
 		goto out;
 	memcpy((void *)slot, stub, STUB_SLOT);   /* a slot no thread runs yet */
 	sys_call3(SYS_mprotect, slot & ~4095ul, 4096, PROT_READ | PROT_EXEC);
-	if (!unprotect(w->start, site + 2, prot))
+	uintptr_t lo = w->pad_len ? w->pad : w->start;
+	if (!unprotect(lo, site + 2, prot))
 		goto out;
 	if (!memcmp((const void *)w->start, w->bytes, w->len) &&
-	    ((volatile uint8_t *)site)[0] == 0x0f && ((volatile uint8_t *)site)[1] == 0x05) {
+	    ((volatile uint8_t *)site)[0] == 0x0f && ((volatile uint8_t *)site)[1] == 0x05 &&
+	    (!w->pad_len || !memcmp((const void *)w->pad, w->pad_bytes, w->pad_len))) {
 		/* Known before the bytes change: another thread may meet the
 		 * int3 or take the jump the moment it is stored. */
 		long s = table_add(starts, start_stub, w->start, slot);
-		if (s >= 0 && table_add(dt_rewritten_sites, NULL, ret, 0) >= 0 &&
-		    table_add(patched, NULL, site, 0) >= 0) {
+		if (s >= 0 && (!w->pad_len || table_add(starts, start_stub, w->pad, w->start) >= 0) &&
+		    table_add(dt_rewritten_sites, NULL, ret, 0) >= 0 && table_add(patched, NULL, site, 0) >= 0) {
 			patched_count++;
-			store_jump(t, (volatile uint8_t *)w->start, w, slot);
+			if (w->pad_len)
+				store_hop(t, w, slot);
+			else
+				store_jump(t, (volatile uint8_t *)w->start, w, slot);
 			r = PATCHED;
 		}
 	}
-	reprotect(w->start, site + 2, prot);
+	reprotect(lo, site + 2, prot);
 out:
 	__atomic_store_n(&patch_lock, 0, __ATOMIC_RELEASE);
 	sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, 8);
@@ -732,7 +863,7 @@ bool rewrite_site(struct dt_thread *t, uintptr_t site, const greg_t *g)
 {
 	struct window w;
 	uint8_t kind;
-
+	const char *why;
 	long r;
 
 	if (!dt_rewrite_on)
@@ -743,27 +874,29 @@ bool rewrite_site(struct dt_thread *t, uintptr_t site, const greg_t *g)
 	}
 	if (table_has(patched, site))
 		return true;
-	if (!refusal(site, g, &w, &kind)) {
+	if (!(why = refusal(site, g, &w, &kind))) {
 		switch (patch_site(t, site, &w)) {
 		case PATCHED:
 			t->stats->sites_rewritten++;
 			if (kind == SITE_WINDOW)
 				t->stats->sites_window++;
-			log_site(site, kind);
+			log_site(site, kind, NULL);
 			return true;
 		case BUSY:
 			return false;
 		case NO_STUB:
 			kind = SITE_NO_STUB;
+			why = "no stub page within +-2 GiB";
 			break;
-		case FAILED:           /* mprotect, SIGTRAP not ours, or a table full */
+		case FAILED:
 			kind = SITE_TRAPPING;
+			why = "mprotect refused, SIGTRAP not the runtime's, or a table full";
 			break;
 		}
 	}
 	if ((r = table_add(refused, NULL, site, 0)) >= 0) {
 		__atomic_fetch_add(&refused_traps[r], 1, __ATOMIC_RELAXED);
-		log_site(site, kind);
+		log_site(site, kind, why);
 	}
 	t->stats->sites_refused++;
 	return false;
@@ -785,6 +918,9 @@ void rewrite_write_coverage(struct json *j)
 {
 	enum { MAPS = 32 };
 	struct { char name[160]; uint64_t n[SITE_NO_STUB + 1], traps; } by[MAPS];
+	/* the sites left trapping: where (mapping, file offset) and why */
+	static struct { unsigned map, log; unsigned long off; } left[LOG_SITES];   /* once, at exit */
+	unsigned nleft = 0;
 	unsigned nby = 0, n = __atomic_load_n(&site_log_len, __ATOMIC_ACQUIRE);
 	static const char *const kinds[] = { "exact", "window", "trapping", "no_stub" };
 	char line[512];
@@ -794,9 +930,9 @@ void rewrite_write_coverage(struct json *j)
 		return;
 	memset(by, 0, sizeof(by));
 	while (fgets(line, sizeof(line), f)) {
-		unsigned long lo, hi;
+		unsigned long lo, hi, off;
 		int at = 0;
-		if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %n", &lo, &hi, &at) < 2)
+		if (sscanf(line, "%lx-%lx %*s %lx %*s %*s %n", &lo, &hi, &off, &at) < 3)
 			continue;
 		char *name = line + at;
 		name[strcspn(name, "\n")] = '\0';
@@ -818,6 +954,11 @@ void rewrite_write_coverage(struct json *j)
 			long r = table_find(refused, site);
 			if (r >= 0)
 				by[k].traps += refused_traps[r];
+			if (site_log[i].kind >= SITE_TRAPPING && nleft < LOG_SITES) {
+				left[nleft].map = k;
+				left[nleft].log = i;
+				left[nleft++].off = site - lo + off;
+			}
 		}
 	}
 	fclose(f);
@@ -827,6 +968,22 @@ void rewrite_write_coverage(struct json *j)
 		for (int kind = 0; kind <= SITE_NO_STUB; kind++)
 			json_uint(j, kinds[kind], by[k].n[kind]);
 		json_uint(j, "traps_trapping", by[k].traps);
+		/* each site left trapping: its offset in the file (as objdump
+		 * shows it for a shared library), its traps, and why */
+		json_array_begin(j, "trapping_sites");
+		for (unsigned i = 0; i < nleft; i++) {
+			if (left[i].map != k)
+				continue;
+			char at[24];
+			long r = table_find(refused, site_log[left[i].log].site);
+			snprintf(at, sizeof(at), "%#lx", left[i].off);
+			json_object_begin(j, NULL);
+			json_str(j, "offset", at);
+			json_uint(j, "traps", r >= 0 ? refused_traps[r] : 0);
+			json_str(j, "why", site_log[left[i].log].why ? site_log[left[i].log].why : "");
+			json_object_end(j);
+		}
+		json_array_end(j);
 		json_object_end(j);
 	}
 	json_object_end(j);

@@ -33,7 +33,6 @@
  * across execve in ENV_CPUTIME. */
 #include "runtime/cputime.h"
 #include "runtime/uaccess.h"
-#include "runtime/identity.h"
 #include "runtime/stats.h"
 #include "runtime/config.h"
 #include "runtime/env.h"

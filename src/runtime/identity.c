@@ -49,14 +49,6 @@ long do_prctl(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	return ret;
 }
 
-bool thread_capable(int cap)
-{
-	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
-	struct __user_cap_data_struct d[2];
-
-	return sys_call2(SYS_capget, &h, d) == 0 && (d[cap / 32].effective & (1u << (cap % 32)));
-}
-
 long do_gettid(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
 	(void)nr; (void)a; (void)uc;

@@ -9,7 +9,4 @@
 
 DT_HIDDEN call_fn do_capset, do_futex, do_prctl, do_gettid, do_getcpu, do_sched_yield, do_keyctl;
 
-/* The calling thread has capability cap in its effective set. */
-bool thread_capable(int cap) DT_HIDDEN;
-
 #endif

@@ -30,7 +30,6 @@
 #include "runtime/sandbox.h"
 #include "runtime/config.h"
 #include "runtime/env.h"
-#include "runtime/identity.h"
 #include "runtime/signals.h"
 #include "runtime/sud.h"
 #include "runtime/uaccess.h"

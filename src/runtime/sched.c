@@ -14,7 +14,6 @@
  * see and change the kernel's.  `detach run --keep-policy` (ENV_KEEP_POLICY)
  * applies the requests for real instead. */
 #include "runtime/sched.h"
-#include "runtime/identity.h"
 #include "runtime/config.h"
 #include "runtime/env.h"
 #include "runtime/uaccess.h"

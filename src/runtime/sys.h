@@ -3,7 +3,10 @@
 #ifndef DETACH_RUNTIME_SYS_H
 #define DETACH_RUNTIME_SYS_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <linux/capability.h>
+#include <sys/syscall.h>
 
 #define DT_HIDDEN __attribute__((visibility("hidden")))
 /* The x86-64 ABI's red zone: the 128 bytes below rsp a function may use
@@ -43,6 +46,15 @@ long sys_clone_resume(long nr, long a1, long a2, long a3, long a4, long a5,
 extern void (*sys_on_clone_child)(const void *inherit) DT_HIDDEN;
 extern void (*sys_on_vfork_parent)(void) DT_HIDDEN;
 extern const char __start_detach_allow[], __stop_detach_allow[] DT_HIDDEN;
+
+/* The calling thread has capability cap in its effective set (capget). */
+static inline bool thread_capable(int cap)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+
+	return sys_call2(SYS_capget, &h, d) == 0 && (d[cap / 32].effective & (1u << (cap % 32)));
+}
 
 /* The kernel's struct sigaction, as rt_sigaction takes it (not glibc's). */
 struct ksigaction {

@@ -1,15 +1,11 @@
 /* The program sees its environment as it would without detach: the
  * constructor takes the contract variables (src/lib/contract.h) and our
- * LD_PRELOAD entry out of environ.  A detached thread's execve puts them back
- * into the new image's environment, so detached state survives exec; nobody
- * else's exec (children, other threads) gets them. */
+ * LD_PRELOAD entry out of environ.  A detached thread's execve
+ * (lifecycle.c) puts them back into the new image's environment, so
+ * detached state survives exec; nobody else's exec (children, other
+ * threads) gets them. */
 #include "runtime/env.h"
 #include "runtime/config.h"
-#include "runtime/claims.h"
-#include "runtime/cputime.h"
-#include "runtime/sandbox.h"
-#include "runtime/sched.h"
-#include "runtime/signals.h"
 #include "runtime/uaccess.h"
 #include "lib/contract.h"
 #include "lib/elf.h"
@@ -19,7 +15,6 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -145,7 +140,7 @@ static void raw_close(long fd)
  * True when the image will not load the runtime: static, or set-user-ID or
  * set-group-ID without no_new_privs (the loader's secure mode drops our
  * LD_PRELOAD entry). */
-static bool without_runtime(long nr, const long a[6])
+bool env_exec_bare(long nr, const long a[6])
 {
 	static const struct file_ops raw_file = { raw_open, raw_pread, raw_close };
 	int dirfd = nr == SYS_execve ? AT_FDCWD : (int)a[0];
@@ -184,11 +179,11 @@ char *env_put_u64(char *p, uint64_t v, char end)
 	return p;
 }
 
-/* Whether env_execve may read the program's envp: every pointer, the head
+/* Whether an execve (lifecycle.c) may read the program's envp: every pointer, the head
  * of every string (what it compares), and LD_PRELOAD's whole value (what
  * it copies), through uaccess.  Where it may not, the kernel reads the
  * whole of it and refuses the exec with EFAULT. */
-static bool envp_readable(char *const *envp)
+bool env_exec_readable(char *const *envp)
 {
 	char buf[4096];
 	char *e;
@@ -205,41 +200,28 @@ static bool envp_readable(char *const *envp)
 	return true;
 }
 
-/* Runs on the detached thread inside the trap: no allocation but one mmap
- * of our own, no libc call that enters the kernel. */
-long env_execve(long nr, long a[6])
+/* The new image's environment, first part, into out: the program's
+ * variables (envp, readable: env_exec_readable) but LD_PRELOAD and the
+ * contract's, then the contract's as this runtime holds them, but those
+ * each exec writes anew (the CPU time, the scheduling settings, the
+ * seccomp filters, the locks, the program's own LD_PRELOAD).  The entries
+ * written; *app_preload: the program's own part of its LD_PRELOAD, or
+ * NULL.  Safe in the trap: no libc call that enters the kernel. */
+size_t env_exec_program(char **envp, char **out, const char **app_preload)
 {
-	char **envp = (char **)(nr == SYS_execve ? a[2] : a[3]);
-	const char *app_preload = NULL;
-	size_t n = 0, size, at = 0;
-	char **out, *preload, *was, *p;
-	long ret, b[6], fd = -1, claims = -1;
-	bool bare;
+	size_t at = 0;
 
-	if (!envp_readable(envp))
-		return user_page0(envp) ? -EFAULT :      /* the kernel would read page 0 */
-		       sys_call6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
-	for (char **e = envp; e && *e; e++)
-		n++;
-	size = (n + CONTRACT_NVARS + 3) * sizeof(char *) + 2 * 8192 + CPUTIME_ENV_MAX + SCHED_ENV_MAX +
-	       SANDBOX_ENV_MAX + CLAIMS_ENV_MAX;
-	out = (char **)sys_call6(SYS_mmap, 0, (long)size, PROT_READ | PROT_WRITE,
-				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if ((long)out < 0 && (long)out > -4096)
-		return (long)out;
-	preload = (char *)(out + n + CONTRACT_NVARS + 3);
-	was = preload + 8192;
-
+	*app_preload = NULL;
 	for (char **e = envp; e && *e; e++) {
 		bool ours = false;
 		if (starts_with_var(*e, "LD_PRELOAD")) {
 			/* A program may pass on the LD_PRELOAD it was started with
 			 * (bash's `exec` does): our own entry is not its. */
 			size_t n = runtime_path ? strlen(runtime_path) : 0;
-			app_preload = *e + 11;
-			if (n && !strncmp(app_preload, runtime_path, n) &&
-			    (app_preload[n] == ':' || app_preload[n] == '\0'))
-				app_preload += n + (app_preload[n] == ':');
+			*app_preload = *e + 11;
+			if (n && !strncmp(*app_preload, runtime_path, n) &&
+			    ((*app_preload)[n] == ':' || (*app_preload)[n] == '\0'))
+				*app_preload += n + ((*app_preload)[n] == ':');
 			continue;
 		}
 		for (int i = 0; i < nsaved && !ours; i++)
@@ -252,16 +234,17 @@ long env_execve(long nr, long a[6])
 		    !starts_with_var(saved[i], ENV_SCHED) && !starts_with_var(saved[i], ENV_SECCOMP) &&
 		    !starts_with_var(saved[i], ENV_CLAIMS))
 			out[at++] = saved[i];
-	/* as of now: the runtime's CPU time, the thread's scheduling settings */
-	cputime_to_env(dt_self, was + 8192);
-	out[at++] = was + 8192;
-	if (!dt_self->observed) {
-		sched_to_env(dt_self, was + 8192 + CPUTIME_ENV_MAX);
-		out[at++] = was + 8192 + CPUTIME_ENV_MAX;
-	}
-	/* LD_PRELOAD=<runtime>[:<the program's own>], and the program's own
-	 * remembered so that the new image sees just that. */
-	p = preload;
+	return at;
+}
+
+/* Its LD_PRELOAD, into out: LD_PRELOAD=<runtime>[:<the program's own>] in
+ * preload (8192 bytes), and the program's own remembered in was (8192
+ * bytes) so that the new image sees just that.  The entries written. */
+size_t env_exec_preload(char **out, char *preload, char *was, const char *app_preload)
+{
+	size_t at = 0;
+	char *p = preload;
+
 	p = stpcpy(p, "LD_PRELOAD=");
 	if (runtime_path && strlen(runtime_path) < 4096)
 		p = stpcpy(p, runtime_path);
@@ -273,32 +256,5 @@ long env_execve(long nr, long a[6])
 		out[at++] = was;
 	}
 	out[at++] = preload;
-
-	/* The program's seccomp filters: to the new runtime, or, for an image
-	 * that will not load it, to the kernel right before the exec. */
-	bare = without_runtime(nr, a);
-	if (dt_self->filters && bare)
-		sandbox_to_kernel(dt_self->filters, false);
-	else if (dt_self->filters && (fd = sandbox_to_env(dt_self, was + 8192 + CPUTIME_ENV_MAX + SCHED_ENV_MAX)) >= 0)
-		out[at++] = was + 8192 + CPUTIME_ENV_MAX + SCHED_ENV_MAX;
-	/* The locks (the CPU claimed, the registry file ours) stay the
-	 * process's across the exec for the new runtime, without a moment
-	 * free; an image without the runtime runs undetached: they go. */
-	p = was + 8192 + CPUTIME_ENV_MAX + SCHED_ENV_MAX + SANDBOX_ENV_MAX;
-	if (!bare && !dt_self->observed && (claims = claims_pass_on()) >= 0) {
-		env_put_u64(stpcpy(p, ENV_CLAIMS "="), (uint64_t)claims, '\0');
-		out[at++] = p;
-	}
-	out[at] = NULL;
-	memcpy(b, a, sizeof(b));
-	b[nr == SYS_execve ? 2 : 3] = (long)out;
-	signal_fault_exec(true);
-	ret = sys_call6(nr, b[0], b[1], b[2], b[3], b[4], b[5]);
-	/* only reached when exec failed */
-	signal_fault_exec(false);
-	if (fd >= 0)
-		sys_call1(SYS_close, fd);
-	claims_exec_failed(claims);
-	sys_call2(SYS_munmap, out, size);
-	return ret;
+	return at;
 }

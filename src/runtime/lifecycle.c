@@ -2,16 +2,23 @@
  * (the child resumes the program from a copy of the trap's frame) and execve
  * (the detached state is passed on to the new image). */
 #include "runtime/lifecycle.h"
+#include "runtime/claims.h"
+#include "runtime/cputime.h"
 #include "runtime/env.h"
 #include "runtime/memlock.h"
+#include "runtime/sandbox.h"
 #include "runtime/sched.h"
+#include "runtime/signals.h"
 #include "runtime/stats.h"
 #include "runtime/sud.h"
 #include "runtime/threads.h"
 #include "runtime/uaccess.h"
+#include "lib/contract.h"
 
+#include <errno.h>
 #include <linux/sched.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 
 long do_exit(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
@@ -155,9 +162,70 @@ long do_clone(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	return ret;
 }
 
+/* The new image gets the runtime and the detached state in its
+ * environment (env.c).  Runs on the detached thread inside the trap: no
+ * allocation but one mmap of our own, no libc call that enters the
+ * kernel. */
 long do_execve(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
+	char **envp = (char **)(nr == SYS_execve ? a[2] : a[3]);
+	const char *app_preload;
+	size_t n = 0, size, at;
+	char **out, *preload, *was, *p;
+	long ret, b[6], fd = -1, claims = -1;
+	bool bare;
+
 	(void)uc;
 	count(t, nr, &t->stats->local);
-	return env_execve(nr, a);
+	if (!env_exec_readable(envp))
+		return user_page0(envp) ? -EFAULT :      /* the kernel would read page 0 */
+		       sys_call6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+	for (char **e = envp; e && *e; e++)
+		n++;
+	size = (n + CONTRACT_NVARS + 3) * sizeof(char *) + 2 * 8192 + CPUTIME_ENV_MAX + SCHED_ENV_MAX +
+	       SANDBOX_ENV_MAX + CLAIMS_ENV_MAX;
+	out = (char **)sys_call6(SYS_mmap, 0, (long)size, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if ((long)out < 0 && (long)out > -4096)
+		return (long)out;
+	preload = (char *)(out + n + CONTRACT_NVARS + 3);
+	was = preload + 8192;
+
+	at = env_exec_program(envp, out, &app_preload);
+	/* as of now: the runtime's CPU time, the thread's scheduling settings */
+	cputime_to_env(t, was + 8192);
+	out[at++] = was + 8192;
+	if (!t->observed) {
+		sched_to_env(t, was + 8192 + CPUTIME_ENV_MAX);
+		out[at++] = was + 8192 + CPUTIME_ENV_MAX;
+	}
+	at += env_exec_preload(out + at, preload, was, app_preload);
+
+	/* The program's seccomp filters: to the new runtime, or, for an image
+	 * that will not load it, to the kernel right before the exec. */
+	bare = env_exec_bare(nr, a);
+	if (t->filters && bare)
+		sandbox_to_kernel(t->filters, false);
+	else if (t->filters && (fd = sandbox_to_env(t, was + 8192 + CPUTIME_ENV_MAX + SCHED_ENV_MAX)) >= 0)
+		out[at++] = was + 8192 + CPUTIME_ENV_MAX + SCHED_ENV_MAX;
+	/* The locks (the CPU claimed, the registry file ours) stay the
+	 * process's across the exec for the new runtime, without a moment
+	 * free; an image without the runtime runs undetached: they go. */
+	p = was + 8192 + CPUTIME_ENV_MAX + SCHED_ENV_MAX + SANDBOX_ENV_MAX;
+	if (!bare && !t->observed && (claims = claims_pass_on()) >= 0) {
+		env_put_u64(stpcpy(p, ENV_CLAIMS "="), (uint64_t)claims, '\0');
+		out[at++] = p;
+	}
+	out[at] = NULL;
+	memcpy(b, a, sizeof(b));
+	b[nr == SYS_execve ? 2 : 3] = (long)out;
+	signal_fault_exec(true);
+	ret = sys_call6(nr, b[0], b[1], b[2], b[3], b[4], b[5]);
+	/* only reached when exec failed */
+	signal_fault_exec(false);
+	if (fd >= 0)
+		sys_call1(SYS_close, fd);
+	claims_exec_failed(claims);
+	sys_call2(SYS_munmap, out, size);
+	return ret;
 }

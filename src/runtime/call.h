@@ -1,4 +1,4 @@
-/* Layer 2 (services, docs/architecture.md): how a routed call runs: on the thread
+/* Layer 2b (mechanism, docs/architecture.md): how a routed call runs: on the thread
  * itself, or forwarded to its proxy, and counted.  The functions of the
  * routing table (dispatch.c) have the type call_fn; each file that carries
  * some out declares them in its own header. */
@@ -65,5 +65,9 @@ static inline long forward(struct dt_thread *t, long nr, const long a[6])
 	count(t, nr, &t->stats->forwarded);
 	return proxy_forward(t, nr, a);
 }
+
+/* A call that changes what its thread is to the kernel: run alone, with a
+ * new proxy made after it (call.c). */
+long proxy_renewed_around(struct dt_thread *t, long nr, const long a[6]) DT_HIDDEN;
 
 #endif

@@ -153,7 +153,7 @@ static void runtime_process_ns(uint64_t ns[3])
 		ns[w] += tsc_cycles_to_ns(&dt_cfg.tsc, cycles);
 }
 
-/* A proxy that a new one replaces (proxy.c: proxy_renewed_around): its
+/* A proxy that a new one replaces (call.c: proxy_renewed_around): its
  * time stays the runtime's, not the program's. */
 void cputime_proxy_retires(struct dt_thread_stats *s)
 {

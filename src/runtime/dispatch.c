@@ -6,7 +6,7 @@
  *   MIRROR   runs locally, then on the proxy too (per-thread kernel context
  *            that later forwarded calls depend on: credentials, personality)
  *   RENEW    runs locally with the proxy gone, then a new proxy is made from
- *            the thread (namespaces, Landlock: proxy.c, proxy_renewed_around)
+ *            the thread (namespaces, Landlock: call.c, proxy_renewed_around)
  *   EMULATE  answered without the kernel
  *   a fn     decided per call by a function below
  * tid_arg / path_arg: forwarded, but an argument naming the caller

@@ -97,7 +97,7 @@ long do_capset(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 
 /* Keyrings: joining a session keyring changes the calling thread's
  * credentials for every later call, so the proxy is made again from it
- * (proxy.c).  Every other keyring call is forwarded, the thread keyring's
+ * (call.c).  Every other keyring call is forwarded, the thread keyring's
  * too: the proxy carries them all, so they all see the same one (a key
  * added to it here and looked for there would be missing). */
 #define KEYCTL_JOIN_SESSION_KEYRING 1

@@ -14,9 +14,7 @@
  */
 #include "runtime/proxy.h"
 #include "runtime/config.h"
-#include "runtime/cputime.h"
 #include "runtime/placement.h"
-#include "runtime/stats.h"
 #include "runtime/sud.h"
 
 #include <errno.h>
@@ -35,6 +33,12 @@
 
 __thread bool dt_is_proxy DT_HIDDEN;
 static __thread struct dt_thread *proxy_of;
+static const struct proxy_hooks *hooks;
+
+void proxy_hooks_set(const struct proxy_hooks *h)
+{
+	hooks = h;
+}
 
 /* Orders the argument stores before the sequence store that publishes them
  * (x86 keeps stores in order; the release stops the compiler reordering). */
@@ -197,52 +201,6 @@ void proxy_stop(struct dt_thread *t)
 	proxy_forward(t, DT_CMD_QUIT, none);
 }
 
-/* A call that changes what its thread is to the kernel for every call after
- * it: its namespaces, fs and file tables (unshare, setns), its Landlock
- * domain, its session keyring.  Natively the thread's later calls run with
- * the change; here they run on the proxy, so the proxy must have exactly
- * the same.  A second call on the proxy (MIRROR, dispatch.c) cannot give
- * that: a second unshare makes a second namespace, a second
- * landlock_restrict_self a second domain, and unshare(CLONE_NEWUSER) or
- * setns into a user or mount namespace refuses a thread that shares its
- * process or fs with another (EINVAL: a program that is single-threaded
- * natively got it because of the proxy).  So the proxy ends, the call runs
- * on the detached thread alone, and a new proxy is made from the thread as
- * it is now: a clone inherits all of it.  Kernel entries on the detached
- * CPU, a thread creation among them: these calls are set-up, not the
- * steady state. */
-long proxy_renewed_around(struct dt_thread *t, long nr, const long a[6])
-{
-	long none[6] = { 0 }, ret;
-	pid_t old = t->proxy_tid;
-	uint8_t selector = t->selector;
-	int err;
-
-	if (t->depth > 0 || t->observed)
-		return local_call(t, nr, a);
-	count(t, nr, &t->stats->local);
-	proxy_forward(t, DT_CMD_RETIRE, none);
-	/* gone from the thread group once tgkill no longer finds it: the
-	 * kernel unhashes an exiting thread after it left every list the
-	 * single-thread checks look at */
-	while (sys_call3(SYS_tgkill, dt_cfg.pid, old, 0) != -ESRCH)
-		cpu_relax();
-	ret = sys_call6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
-	/* pthread_create runs libc: its calls must run natively (selector
-	 * ALLOW), not trap nor enter the trampoline's detached path (dt_self
-	 * NULL), as when the thread was first detached (threads.c) */
-	t->proxy_tid = 0;
-	t->selector = 0;                        /* SYSCALL_DISPATCH_FILTER_ALLOW */
-	dt_self = NULL;
-	err = proxy_start(t);
-	dt_self = t;
-	t->selector = selector;
-	if (err)
-		dt_die("cannot start a new proxy thread after system call %ld: %s", nr, strerror(-err));
-	t->stats->proxy_tid = t->proxy_tid;
-	return ret;
-}
-
 /* ---- proxy side ---------------------------------------------------------- */
 
 /* Our SIGSYS handler, on a proxy, for an interrupt from its detached thread. */
@@ -369,7 +327,7 @@ static void *proxy_main(void *arg)
 		seen = seq;
 		if (nr == DT_CMD_RETIRE) {
 			/* a new proxy takes over (proxy_renewed_around) */
-			cputime_proxy_retires(t->stats);
+			hooks->retires(t);
 			t->stats->proxy_tid = 0;
 		}
 		if (nr == DT_CMD_QUIT || nr == DT_CMD_RETIRE) {
@@ -377,12 +335,10 @@ static void *proxy_main(void *arg)
 			break;
 		}
 		if (nr == DT_CMD_STATS) {
-			stats_finish();
+			hooks->stats();
 		} else if (nr == DT_CMD_COUNTERS) {
 			/* the detached thread is about to exit or attach: its figures */
-			kernel_counters_read(0, t->tid, &t->stats->at_exit);
-			cputime_proxy_ends(t->stats);
-			t->stats->ended = 1;
+			hooks->counters(t);
 		}
 		else if (nr >= 0)
 			r = sys_proxy_call(nr, mb->args[0], mb->args[1], mb->args[2], mb->args[3],

@@ -1,5 +1,7 @@
-/* Layer 2 (services, docs/architecture.md): the proxy thread of a detached thread and the
- * mailbox hand-over (proxy.c). */
+/* Layer 2b (mechanism, docs/architecture.md): the proxy thread of a
+ * detached thread and the mailbox hand-over (proxy.c).  Pure mechanism: the
+ * work of a thread's end that belongs to the services above (its figures,
+ * the statistics file) is done through hooks that threads.c registers. */
 #ifndef DETACH_RUNTIME_PROXY_H
 #define DETACH_RUNTIME_PROXY_H
 
@@ -8,10 +10,17 @@
 
 #include "runtime/thread.h"
 
+/* Run on the proxy for the runtime's commands (thread.h: DT_CMD_*) */
+struct proxy_hooks {
+	void (*retires)(struct dt_thread *t);   /* RETIRE: a new proxy takes over */
+	void (*counters)(struct dt_thread *t);  /* COUNTERS: the thread exits or attaches */
+	void (*stats)(void);                    /* STATS: the program exits */
+};
+/* Before the first proxy_start (threads.c) */
+void proxy_hooks_set(const struct proxy_hooks *h) DT_HIDDEN;
 int proxy_start(struct dt_thread *t) DT_HIDDEN;
 long proxy_forward(struct dt_thread *t, long nr, const long a[6]) DT_HIDDEN;
 void proxy_stop(struct dt_thread *t) DT_HIDDEN;
-long proxy_renewed_around(struct dt_thread *t, long nr, const long a[6]) DT_HIDDEN;
 void proxy_abandoned(struct dt_thread *t) DT_HIDDEN;
 void proxy_interrupt_taken(ucontext_t *uc) DT_HIDDEN;
 extern __thread bool dt_is_proxy DT_HIDDEN;

@@ -475,7 +475,7 @@ long do_fd_track(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	if (nr == SYS_close_range) {
 		/* CLOSE_RANGE_UNSHARE: the calling thread's own descriptor table,
 		 * as unshare(CLONE_FILES): the first part made runs on the thread
-		 * with the proxy made again from it (proxy.c), the rest on that
+		 * with the proxy made again from it (call.c), the rest on that
 		 * new proxy, which shares the new table */
 		long fd = (unsigned)a[2] & 4 /* CLOSE_RANGE_CLOEXEC */ ? -1 : claims_fd_in((unsigned)a[0], (unsigned)a[1]);
 		long part[2][6] = { { a[0], fd >= 0 ? fd - 1 : a[1], a[2] }, { fd + 1, a[1], a[2] } };

@@ -242,6 +242,27 @@ static int arm(struct dt_thread *t)
 	return err;
 }
 
+/* ---- what a proxy does for the services above it (proxy.h) -------------- */
+
+static void proxy_retires(struct dt_thread *t)
+{
+	cputime_proxy_retires(t->stats);
+}
+
+/* on the proxy, as the thread exits or attaches again: its kernel figures */
+static void proxy_counters(struct dt_thread *t)
+{
+	kernel_counters_read(0, t->tid, &t->stats->at_exit);
+	cputime_proxy_ends(t->stats);
+	t->stats->ended = 1;
+}
+
+static const struct proxy_hooks thread_proxy_hooks = {
+	.retires = proxy_retires,
+	.counters = proxy_counters,
+	.stats = stats_finish,
+};
+
 /* Makes the calling thread a detached thread on cpu (claimed already), from
  * a fresh struct (t NULL) or from a watched one.  Until the trap is armed
  * at the end it may use libc; a watched thread, armed already, lets its
@@ -280,6 +301,7 @@ int detach_thread(struct dt_thread *t, int cpu)
 	 * detached CPU, it moves to the housekeeping CPUs at once.  Born after
 	 * the pinning it would wait on the detached CPU, behind a thread that
 	 * never sleeps, for the next scheduler tick. */
+	proxy_hooks_set(&thread_proxy_hooks);
 	if ((err = proxy_start(t))) {
 		dt_verbose("cannot start a proxy thread: %s", strerror(-err));
 		goto undo_proxy;

@@ -25,6 +25,7 @@
 #include "runtime/rewrite.h"
 #include "runtime/sandbox.h"
 #include "runtime/sched.h"
+#include "runtime/select.h"
 #include "runtime/stats.h"
 #include "runtime/threads.h"
 #include "lib/contract.h"
@@ -173,6 +174,12 @@ __attribute__((visibility("default"))) int __dt_pid_start(const char *contract, 
 /* Process-wide set-up, once: by the constructor, or by dt_detach() in a
  * program that was not started by `detach run` (api.c).  0, or -errno and
  * the runtime not active (a later call tries again). */
+static const struct thread_rules select_rules = {
+	.first = select_first,
+	.fork = select_fork,
+	.new_thread = select_new_thread,
+};
+
 int runtime_start(void)
 {
 	int err;
@@ -190,6 +197,8 @@ int runtime_start(void)
 	choose_mode();
 	sys_on_clone_child = dt_child_placement;
 	sys_on_vfork_parent = dt_vfork_parent_resumed;
+	threads_set_rules(&select_rules);
+	rewrite_own_sigtrap = intercept_own_sigtrap;
 	if (dt_rewrite_on)
 		stats_on_write = rewrite_write_coverage;
 	if ((err = intercept_install())) {

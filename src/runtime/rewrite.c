@@ -53,7 +53,6 @@
  * cannot change safely under other threads.
  */
 #include "runtime/rewrite.h"
-#include "runtime/intercept.h"
 #include "runtime/clock.h"
 #include "runtime/config.h"
 #include "runtime/dispatch.h"
@@ -71,6 +70,8 @@
 #include <sys/prctl.h>
 #include <sys/uio.h>
 #include <sys/syscall.h>
+
+bool (*rewrite_own_sigtrap)(void);
 
 #define WIN_MAX 15               /* the longest window moved */
 #define STUB_SLOT 64             /* bytes per stub: one cache line */
@@ -797,7 +798,7 @@ static enum patch patch_site(struct dt_thread *t, uintptr_t site, const struct w
 		r = PATCHED;              /* another thread's trap rewrote it meanwhile */
 		goto out;
 	}
-	if (patched_count >= REWRITE_SITES / 2 || !intercept_own_sigtrap())
+	if (patched_count >= REWRITE_SITES / 2 || !rewrite_own_sigtrap())
 		goto out;
 	uintptr_t slot = stub_slot(w->start);
 	if (!slot) {

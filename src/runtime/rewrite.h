@@ -28,6 +28,9 @@ enum site_kind {
 #define RET_TO_SITE 20
 
 int rewrite_init(void) DT_HIDDEN;
+/* Before a site is staged with int3: is SIGTRAP's action ours?  (intercept.c's
+ * intercept_own_sigtrap, above this file, set at start by init.c) */
+extern bool (*rewrite_own_sigtrap)(void) DT_HIDDEN;
 bool rewrite_site(struct dt_thread *t, uintptr_t site, const greg_t *g) DT_HIDDEN;
 bool rewrite_is_retrap(uintptr_t site) DT_HIDDEN;
 /* A thread met the int3 of a site being patched: sent on (true), or not ours. */

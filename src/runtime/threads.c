@@ -11,7 +11,6 @@
  * its own proxy.  dt_detach() and dt_attach() (api.c) do the same on demand.
  */
 #include "runtime/threads.h"
-#include "runtime/select.h"
 #include "runtime/claims.h"
 #include "runtime/config.h"
 #include "runtime/cputime.h"
@@ -48,6 +47,12 @@ static volatile int cpu_lock;
 static cpu_set_t cpus_taken;
 static bool dt_observing;            /* rules other than `first` */
 static bool fork_chosen;             /* a fork child the `fork` rule chose (forked_detach) */
+static const struct thread_rules *rules;  /* --select's (select.c, set by init.c) */
+
+void threads_set_rules(const struct thread_rules *r)
+{
+	rules = r;
+}
 
 static void lock(volatile int *l)
 {
@@ -460,9 +465,9 @@ int start_threads(pid_t *holder)
 	if (!t)
 		return -ENOMEM;
 	dt_observing = strcmp(dt_cfg.select, "first") != 0;
-	if (select_fork())
+	if (rules->fork())
 		pthread_atfork(NULL, NULL, forked_detach);
-	if (select_first()) {
+	if (rules->first()) {
 		if ((cpu = claim_cpu_from(-1, holder)) < 0)
 			return cpu;
 		return detach_thread(t, cpu);
@@ -478,7 +483,7 @@ void dt_fork_child(const struct sandbox_filter *inherit)
 {
 	/* the `fork` rule; not a child the program's seccomp filters judge in
 	 * the kernel (below): the runtime's own calls would be judged too */
-	fork_chosen = dt_cfg.active && !inherit && select_fork();
+	fork_chosen = dt_cfg.active && !inherit && rules->fork();
 	if (fork_chosen)
 		sched_carry_forked();
 	dt_self = NULL;
@@ -522,7 +527,7 @@ void dt_child_placement(const void *inherit)
 		struct dt_thread *t = thread_alloc();
 		t->filters = filters;   /* judged as its parent's calls were */
 		observe_thread(t);
-		select_new_thread(t);
+		rules->new_thread(t);
 	} else if (filters) {
 		/* a thread the runtime will not see (--select first), a fork or
 		 * vfork child: the kernel judges it, as natively.  Last: every

@@ -9,6 +9,14 @@
 
 #include "runtime/call.h"
 
+/* The rules of --select (select.c, beside threads.c and above it), given
+ * by init.c before the first thread is detached or watched. */
+struct thread_rules {
+	bool (*first)(void);                    /* the first thread is detached */
+	bool (*fork)(void);                     /* so is a forked child's */
+	void (*new_thread)(struct dt_thread *t); /* a watched thread the program made */
+};
+void threads_set_rules(const struct thread_rules *r) DT_HIDDEN;
 int start_threads(pid_t *holder) DT_HIDDEN;
 int detach_thread(struct dt_thread *t, int cpu) DT_HIDDEN;
 void thread_evicted(struct dt_thread *t) DT_HIDDEN;

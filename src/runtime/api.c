@@ -72,7 +72,7 @@ DT_API int dt_attach(void)
 	 * proxy is busy with that call and must finish it first. */
 	if (t->depth > 0)
 		return -EBUSY;
-	attach_thread(t);
+	thread_end(t, THREAD_ATTACH);
 	return 0;
 }
 

@@ -239,7 +239,7 @@ long dt_dispatch(struct dt_thread *t, long nr, long a[6], uintptr_t ip, ucontext
 	long b[6];
 
 	if (t->evicted)
-		thread_evicted(t);      /* a thread pinned to its CPU took it over */
+		thread_end(t, THREAD_EVICTED); /* a thread pinned to its CPU took it over */
 	if (t->observed && t->pending_cpu >= 0)
 		detach_thread(t, t->pending_cpu);       /* a watched thread a rule chose */
 	if (t->filters) {

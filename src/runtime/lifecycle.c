@@ -5,12 +5,10 @@
 #include "runtime/claims.h"
 #include "runtime/cputime.h"
 #include "runtime/env.h"
-#include "runtime/memlock.h"
 #include "runtime/sandbox.h"
 #include "runtime/sched.h"
 #include "runtime/signals.h"
 #include "runtime/stats.h"
-#include "runtime/sud.h"
 #include "runtime/threads.h"
 #include "runtime/uaccess.h"
 #include "lib/contract.h"
@@ -26,15 +24,8 @@ long do_exit(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	long code = a[0];
 
 	(void)uc;
-	if (!t->observed) {
-		proxy_stop(t);
-		release_cpu(t->cpu);    /* for the next thread a rule chooses */
-	}
-	sud_disarm(t);
-	memlock_release(t);
 	count(t, nr, &t->stats->local);
-	dt_self = NULL;
-	thread_free(t);                 /* nothing of it is used from here */
+	thread_end(t, THREAD_EXIT);
 	return sys_call1(nr, code);
 }
 

@@ -147,7 +147,7 @@ static void keep_off_detached(const long a[6])
  * that pins itself there is the one the program measures with, and takes
  * c over.  The first thread moves to another free CPU of -c, or leaves
  * the detached CPUs at once (the kernel moves it to the housekeeping CPUs)
- * and becomes a watched thread at its next call (thread_evicted). */
+ * and becomes a watched thread at its next call (threads.c, thread_end). */
 static bool first_detached_on(const struct dt_thread *t, long c)
 {
 	return !t->observed && !t->evicted && t->cpu == c && t->tid == dt_cfg.pid && t->stats->state == 1;

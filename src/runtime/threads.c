@@ -348,25 +348,6 @@ undo_slot:
 	return err;
 }
 
-/* dt_attach(): the detached thread becomes ordinary again: its counters
- * and its proxy go, the trap is disarmed, it returns to the housekeeping
- * CPUs and cpuset, and its CPU is free for another. */
-void attach_thread(struct dt_thread *t)
-{
-	proxy_stop(t);
-	sud_disarm(t);
-	memlock_release(t);
-	t->stats->state = 0;
-	dt_self = NULL;
-	placement_home(0);
-	/* an ordinary thread again: the affinity and policy the program set
-	 * (or had when it was detached), made real (sched.c keeps them) */
-	sys_call3(SYS_sched_setaffinity, 0, sizeof(t->app.affinity), &t->app.affinity);
-	sys_call3(SYS_sched_setattr, 0, &t->app.attr, 0);
-	release_cpu(t->cpu);
-	dt_verbose("tid %d attached again", (int)t->tid);
-}
-
 /* A watched thread: armed, its calls run on itself (dispatch.c). */
 static void observe_thread(struct dt_thread *t)
 {
@@ -376,27 +357,64 @@ static void observe_thread(struct dt_thread *t)
 	arm(t);
 }
 
-/* Ours, at the next call of a detached thread another took the CPU from:
- * its proxy goes and it is watched from now on, with the scheduling
- * settings it believes in made real (off the detached CPUs). */
-void thread_evicted(struct dt_thread *t)
+/* The end of a detached or watched thread, every step in one order: its
+ * figures and its proxy first (proxy_stop: the kernel's counters read
+ * while it still runs there), the trap, the locked memory, the thread's
+ * place (the affinity and policy the program set, or had when it was
+ * detached, made real: sched.c keeps them), and its CPU given back last,
+ * once it is off it.
+ *   THREAD_EXIT     it exits (do_exit): the struct goes too; its exit is
+ *                   the next thing it does
+ *   THREAD_ATTACH   dt_attach(): an ordinary thread again, back on the
+ *                   housekeeping CPUs and cpuset
+ *   THREAD_EVICTED  another thread took its CPU (select.c, take_over):
+ *                   at its next call, it is watched from now on (still
+ *                   armed, its own dt_self), kept off the detached CPUs;
+ *                   the CPU is the other's.  Not inside a handler on top
+ *                   of a forwarded call: then at a later call.
+ * Raw calls but for dt_verbose: it runs inside the trap. */
+void thread_end(struct dt_thread *t, enum thread_end how)
 {
+	bool detached = !t->observed;
 	cpu_set_t mine, taken;
+	int cpu = t->cpu;
 
-	if (t->depth > 0)
-		return;                 /* a handler on top of a forwarded call: later */
-	proxy_stop(t);
-	t->stats->state = 0;
-	t->evicted = false;
-	t->observed = true;
-	t->pending_cpu = -1;
-	cpus_claimed(&taken);
-	CPU_AND(&mine, &t->app.affinity, &taken);
-	CPU_XOR(&mine, &t->app.affinity, &mine);
-	if (!CPU_COUNT(&mine))
-		mine = dt_hk_mask;
-	sys_call3(SYS_sched_setaffinity, 0, sizeof(mine), &mine);
-	sys_call3(SYS_sched_setattr, 0, &t->app.attr, 0);
+	if (how == THREAD_EVICTED && t->depth > 0)
+		return;
+	if (detached) {
+		proxy_stop(t);
+		t->stats->state = 0;
+	}
+	if (how != THREAD_EVICTED) {
+		sud_disarm(t);
+		dt_self = NULL;
+	}
+	memlock_release(t);
+	switch (how) {
+	case THREAD_EXIT:
+		thread_free(t);         /* nothing of it is used from here */
+		break;
+	case THREAD_ATTACH:
+		placement_home(0);
+		sys_call3(SYS_sched_setaffinity, 0, sizeof(t->app.affinity), &t->app.affinity);
+		sys_call3(SYS_sched_setattr, 0, &t->app.attr, 0);
+		dt_verbose("tid %d attached again", (int)t->tid);
+		break;
+	case THREAD_EVICTED:
+		t->evicted = false;
+		t->observed = true;
+		t->pending_cpu = -1;
+		cpus_claimed(&taken);
+		CPU_AND(&mine, &t->app.affinity, &taken);
+		CPU_XOR(&mine, &t->app.affinity, &mine);
+		if (!CPU_COUNT(&mine))
+			mine = dt_hk_mask;
+		sys_call3(SYS_sched_setaffinity, 0, sizeof(mine), &mine);
+		sys_call3(SYS_sched_setattr, 0, &t->app.attr, 0);
+		return;                 /* the CPU is the thread's that took it */
+	}
+	if (detached)
+		release_cpu(cpu);       /* for the next thread a rule chooses */
 }
 
 /* ---- threads and children -------------------------------------------------- */

@@ -19,13 +19,13 @@ struct thread_rules {
 void threads_set_rules(const struct thread_rules *r) DT_HIDDEN;
 int start_threads(pid_t *holder) DT_HIDDEN;
 int detach_thread(struct dt_thread *t, int cpu) DT_HIDDEN;
-void thread_evicted(struct dt_thread *t) DT_HIDDEN;
+enum thread_end { THREAD_EXIT, THREAD_ATTACH, THREAD_EVICTED };
+void thread_end(struct dt_thread *t, enum thread_end how) DT_HIDDEN;
 struct dt_thread *thread_alloc(void) DT_HIDDEN;
 void thread_free(struct dt_thread *t) DT_HIDDEN;
 int claim_cpu(int want) DT_HIDDEN;
 int claim_cpu_from(int want, pid_t *holder) DT_HIDDEN;
 void release_cpu(int cpu) DT_HIDDEN;
-void attach_thread(struct dt_thread *t) DT_HIDDEN;
 /* A new child of a detached or watched thread, first thing: inherit, the
  * parent's seccomp filters (sandbox.c). */
 void dt_fork_child(const struct sandbox_filter *inherit) DT_HIDDEN;

@@ -1,4 +1,4 @@
-/* Layer 2 (services, docs/architecture.md): classic BPF as seccomp accepts
+/* Layer 2a (services, docs/architecture.md): classic BPF as seccomp accepts
  * it, checked and run in user space (cbpf.c).  Nothing here enters the
  * kernel: cbpf_run is on the interception path. */
 #ifndef DETACH_RUNTIME_CBPF_H

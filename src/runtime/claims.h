@@ -1,4 +1,4 @@
-/* Layer 2 (services, docs/architecture.md): the process's locks in the
+/* Layer 2a (services, docs/architecture.md): the process's locks in the
  * locks file (lib/liveness.h): that it lives (its registry file is its own)
  * and which CPUs hold its detached threads, system-wide (claims.c). */
 #ifndef DETACH_RUNTIME_CLAIMS_H

@@ -1,4 +1,4 @@
-/* Layer 2 (services, docs/architecture.md): timed waits served in user space against the
+/* Layer 2c (kept calls, docs/architecture.md): timed waits served in user space against the
  * TSC (clock.c). */
 #ifndef DETACH_RUNTIME_CLOCK_H
 #define DETACH_RUNTIME_CLOCK_H

@@ -1,4 +1,4 @@
-/* Layer 2 (services, docs/architecture.md): CPU-time clocks and limits as the program
+/* Layer 2c (kept calls, docs/architecture.md): CPU-time clocks and limits as the program
  * would see them natively (cputime.c). */
 #ifndef DETACH_RUNTIME_CPUTIME_H
 #define DETACH_RUNTIME_CPUTIME_H

@@ -1,4 +1,4 @@
-/* Layer 2 (services, docs/architecture.md): the environment: the program's own, the
+/* Layer 2a (services, docs/architecture.md): the environment: the program's own, the
  * contract of `detach run`, and what travels across execve (env.c). */
 #ifndef DETACH_RUNTIME_ENV_H
 #define DETACH_RUNTIME_ENV_H

@@ -1,4 +1,4 @@
-/* Layer 2 (services, docs/architecture.md): calls that name the calling thread implicitly
+/* Layer 2c (kept calls, docs/architecture.md): calls that name the calling thread implicitly
  * (identity.c). */
 #ifndef DETACH_RUNTIME_IDENTITY_H
 #define DETACH_RUNTIME_IDENTITY_H

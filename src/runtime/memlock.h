@@ -1,4 +1,4 @@
-/* Layer 2 (services, docs/architecture.md): memory a detached thread needs, locked
+/* Layer 2a (services, docs/architecture.md): memory a detached thread needs, locked
  * (memlock.c). */
 #ifndef DETACH_RUNTIME_MEMLOCK_H
 #define DETACH_RUNTIME_MEMLOCK_H

@@ -1,4 +1,4 @@
-/* Layer 2 (services, docs/architecture.md): where a thread that must not run on a
+/* Layer 2a (services, docs/architecture.md): where a thread that must not run on a
  * detached CPU goes: the housekeeping CPUs and the program's home cpuset
  * (placement.c). */
 #ifndef DETACH_RUNTIME_PLACEMENT_H

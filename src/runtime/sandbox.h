@@ -1,4 +1,4 @@
-/* Layer 2 (services, docs/architecture.md): the program's seccomp filters,
+/* Layer 2c (kept calls, docs/architecture.md): the program's seccomp filters,
  * kept by the runtime and judged in user space (sandbox.c). */
 #ifndef DETACH_RUNTIME_SANDBOX_H
 #define DETACH_RUNTIME_SANDBOX_H

@@ -1,4 +1,4 @@
-/* Layer 2 (services, docs/architecture.md): a detached thread's scheduling settings as the
+/* Layer 2c (kept calls, docs/architecture.md): a detached thread's scheduling settings as the
  * program made them (sched.c). */
 #ifndef DETACH_RUNTIME_SCHED_H
 #define DETACH_RUNTIME_SCHED_H

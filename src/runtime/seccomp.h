@@ -1,4 +1,4 @@
-/* Layer 2 (services, docs/architecture.md): seccomp filters of a detached thread
+/* Layer 2c (kept calls, docs/architecture.md): seccomp filters of a detached thread
  * (seccomp.c). */
 #ifndef DETACH_RUNTIME_SECCOMP_H
 #define DETACH_RUNTIME_SECCOMP_H

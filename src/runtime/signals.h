@@ -1,4 +1,4 @@
-/* Layer 2 (services, docs/architecture.md): signal state and delivery of a detached
+/* Layer 2c (kept calls, docs/architecture.md): signal state and delivery of a detached
  * thread (signals.c). */
 #ifndef DETACH_RUNTIME_SIGNALS_H
 #define DETACH_RUNTIME_SIGNALS_H

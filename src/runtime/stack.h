@@ -1,4 +1,4 @@
-/* Layer 2 (services, docs/architecture.md): the runtime's own stack of a thread, and its
+/* Layer 2a (services, docs/architecture.md): the runtime's own stack of a thread, and its
  * alternate signal stack (stack.c). */
 #ifndef DETACH_RUNTIME_STACK_H
 #define DETACH_RUNTIME_STACK_H

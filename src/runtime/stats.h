@@ -1,4 +1,4 @@
-/* Layer 2 (services, docs/architecture.md): the registry of live statistics that `detach ps`
+/* Layer 2a (services, docs/architecture.md): the registry of live statistics that `detach ps`
  * reads (lib/registry.h), and the statistics file at exit (stats.c). */
 #ifndef DETACH_RUNTIME_STATS_H
 #define DETACH_RUNTIME_STATS_H

@@ -1,4 +1,4 @@
-/* Layer 2 (services, docs/architecture.md): arming Syscall User Dispatch on a thread, the
+/* Layer 2a (services, docs/architecture.md): arming Syscall User Dispatch on a thread, the
  * process's SIGSYS action, and what a trap's frame says of the call (sud.c). */
 #ifndef DETACH_RUNTIME_SUD_H
 #define DETACH_RUNTIME_SUD_H

@@ -1,4 +1,4 @@
-/* Layer 2 (services, docs/architecture.md): sleeps and masked waits (waits.c). */
+/* Layer 2c (kept calls, docs/architecture.md): sleeps and masked waits (waits.c). */
 #ifndef DETACH_RUNTIME_WAITS_H
 #define DETACH_RUNTIME_WAITS_H
 

@@ -1,7 +1,6 @@
 /* Description: rewrite mode leaves no hot site trapping.  sha256sum of a
  * file takes one trap per site rewritten, and traps again only at the few
- * sites left trapping (glibc's __read_nocancel and _exit have no instruction
- * to move): the kernel's SIGSYS deliveries (strace) match the statistics.
+ * sites left trapping (glibc's _exit has no instruction to move): the kernel's SIGSYS deliveries (strace) match the statistics.
  * In the default mode, as an ordinary user (uid 65534, page 0 unmappable),
  * 1,000,000 calls each of glibc's getppid(), syscall(SYS_getppid) and
  * write() leave the detached tid's stime and voluntary switches flat, and so

@@ -29,12 +29,9 @@ static const char *const kind_name[K_N] = { "NULL", "(void*)1", "PROT_NONE", "pa
 static void *ptr[K_N];
 
 /* W: the call writes through the pointer (a read-only page is tried too);
- * F: the kernel itself reads it (the call is forwarded), so rewrite mode's
- * readable page 0 answers NULL and (void *)1 differently: the fast-path
- * issue's, not checked here; NUL: NULL is not an error (skipped: it may
+ * NUL: NULL is not an error (skipped: it may
  * wait, or succeed with a varying result). */
 #define W 1
-#define F 2
 #define NUL 4
 
 static int efd = -1;
@@ -113,22 +110,22 @@ static long call(int row, void *p)
 }
 
 static const struct { const char *name; int flags; } rows[] = {
-	{ "stat", F }, { "lstat", F }, { "access", F }, { "openat", F }, { "chdir", F },
-	{ "readlinkat", F }, { "faccessat2", F }, { "statx", F },
+	{ "stat", 0 }, { "lstat", 0 }, { "access", 0 }, { "openat", 0 }, { "chdir", 0 },
+	{ "readlinkat", 0 }, { "faccessat2", 0 }, { "statx", 0 },
 	{ "rt_sigprocmask set", NUL }, { "rt_sigprocmask oldset", W | NUL },
-	{ "rt_sigaction SIGUSR1 act", NUL }, { "rt_sigaction SIGUSR1 oldact", W | NUL | F },
+	{ "rt_sigaction SIGUSR1 act", NUL }, { "rt_sigaction SIGUSR1 oldact", W | NUL },
 	{ "rt_sigaction SIGSEGV act", NUL }, { "rt_sigaction SIGSEGV oldact", W | NUL },
 	{ "rt_sigaction SIGSYS act", NUL }, { "rt_sigaction SIGSYS oldact", W | NUL },
 	{ "sigaltstack ss", NUL }, { "sigaltstack oss", W | NUL },
 	{ "rt_sigsuspend", 0 }, { "nanosleep", 0 }, { "clock_nanosleep", 0 },
 	{ "select timeout", NUL }, { "ppoll timeout", NUL }, { "ppoll sigmask", NUL },
-	{ "pselect6 sigmask pack", NUL }, { "epoll_pwait sigmask", NUL | F }, { "poll fds", F },
+	{ "pselect6 sigmask pack", NUL }, { "epoll_pwait sigmask", NUL }, { "poll fds", 0 },
 	{ "sched_getaffinity", W }, { "sched_setaffinity", 0 },
 	{ "sched_getparam", W }, { "sched_setparam", 0 }, { "sched_setscheduler", 0 },
 	{ "sched_setattr", 0 }, { "sched_getattr", W },
-	{ "getcpu", W | NUL }, { "clock_gettime thread", W | F }, { "getrusage thread", W | F },
-	{ "times", W | NUL | F }, { "getrlimit CPU", W | F }, { "prlimit64 CPU new", NUL | F },
-	{ "clone3", 0 }, { "execve path", F }, { "execve envp", NUL | F },
+	{ "getcpu", W | NUL }, { "clock_gettime thread", W }, { "getrusage thread", W },
+	{ "times", W | NUL }, { "getrlimit CPU", W }, { "prlimit64 CPU new", NUL },
+	{ "clone3", 0 }, { "execve path", 0 }, { "execve envp", NUL },
 };
 #define NROWS (int)(sizeof(rows) / sizeof(rows[0]))
 
@@ -139,21 +136,6 @@ static bool rewrite_mode(void)
 	const char *m = getenv("T_MODE") ? getenv("T_MODE") : getenv("DETACH_MODE");
 
 	return m && !strcmp(m, "rewrite");
-}
-
-/* rewrite mode's page 0 is readable without protection keys */
-static bool page0_readable(void)
-{
-	FILE *f = fopen("/proc/cpuinfo", "r");
-	char line[4096];
-	bool pku = false;
-
-	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, "flags", 5) && strstr(line, " ospke"))
-			pku = true;
-	if (f)
-		fclose(f);
-	return rewrite_mode() && !pku;
 }
 
 /* The program's own faults, seen by its handler */
@@ -210,13 +192,11 @@ static int child_fault(volatile int *p)
 	return c > 0 && waitpid(c, &st, 0) == c ? st : -1;
 }
 
-static void table(FILE *out, const char *pass, bool skip_page0)
+static void table(FILE *out, const char *pass)
 {
 	for (int i = 0; i < NROWS; i++)
 		for (int k = 0; k < K_N; k++) {
 			if ((k == K_RO && !(rows[i].flags & W)) || (k == K_NULL && (rows[i].flags & NUL)))
-				continue;
-			if (skip_page0 && (rows[i].flags & F) && (k == K_NULL || k == K_ONE))
 				continue;
 			long r = call(i, ptr[k]);
 			fprintf(out, "%s: %s(%s) = %ld\n", pass, rows[i].name, kind_name[k], r);
@@ -242,7 +222,6 @@ int main(int argc, char **argv)
 	FILE *out;
 	char *text = NULL;
 	size_t len = 0;
-	bool skip_page0;
 
 	if (argc > 1 && !strcmp(argv[1], "exec-ign")) {
 		/* the image after an execve made with SIGSEGV ignored */
@@ -259,10 +238,6 @@ int main(int argc, char **argv)
 		expect = expect_path;
 	}
 	t_native_then_detached(argc, argv, NULL);
-	skip_page0 = page0_readable();
-	if (skip_page0 && !t_native())
-		printf("rewrite mode without protection keys: NULL and (void *)1 that the kernel itself "
-		       "reads (forwarded calls) are not compared (page 0 is readable: the fast-path issue's)\n");
 
 	/* the pages: none, read-only, and one past the end of a file */
 	ptr[K_NULL] = NULL;
@@ -279,7 +254,7 @@ int main(int argc, char **argv)
 
 	out = open_memstream(&text, &len);
 	/* 1. with the default actions */
-	table(out, "default", skip_page0);
+	table(out, "default");
 	/* clone3 with a stack but no size: EINVAL before anything is written
 	 * there (a read-only page) */
 	struct clone_args ca = { .exit_signal = SIGCHLD, .stack = (uintptr_t)ptr[K_RO] + 512 };
@@ -301,7 +276,7 @@ int main(int argc, char **argv)
 	own_fault(out, "PROT_NONE", ptr[K_NONE], rewrite_mode());
 	own_fault(out, "past-EOF", ptr[K_BUS], rewrite_mode());
 	int before = faults;
-	table(out, "with-handler", skip_page0);
+	table(out, "with-handler");
 	t_check(faults == before, "the program's SIGSEGV/SIGBUS handler ran %d times for the calls' bad pointers",
 		faults - before);
 	own_fault(out, "PROT_NONE again", ptr[K_NONE], rewrite_mode());

@@ -173,8 +173,7 @@ static const struct rule rules[DT_NR_SYSCALLS] = {
 /* "/proc/thread-self/..." -> "/proc/<pid>/task/<tid>/..." in t->path:
  * 0 and *p the path to pass on (the program's own when it names no
  * thread-self; also when it cannot be read: the kernel says EFAULT), or
- * -ENAMETOOLONG, or -EFAULT for a path in rewrite mode's page 0, which the
- * kernel would read. */
+ * -ENAMETOOLONG. */
 static long thread_self_path(struct dt_thread *t, const char **p)
 {
 	static const char prefix[] = "/proc/thread-self";
@@ -185,8 +184,6 @@ static long thread_self_path(struct dt_thread *t, const char **p)
 
 	/* the prefix and the byte after it, read as the kernel would */
 	n = strncpy_from_user(head, *p, sizeof(head));
-	if (n < 0 && user_page0(*p))
-		return -EFAULT;                 /* page 0, the trampoline's: natively no memory */
 	if (n < (long)plen || memcmp(head, prefix, plen) || (head[plen] && head[plen] != '/'))
 		return 0;
 	memcpy(o, "/proc/", 6);

@@ -106,10 +106,9 @@ long do_clone(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 		if ((unsigned long)a[1] < 64)
 			return local_call(t, nr, a);    /* the kernel says why */
 		/* its first 64 bytes (CLONE_ARGS_SIZE_VER0), which the kernel
-		 * reads too: unreadable, it says EFAULT (not from rewrite mode's
-		 * page 0, which it would read) */
+		 * reads too: unreadable, it says EFAULT */
 		if (copy_from_user(&ca, (const void *)a[0], 64))
-			return user_page0((void *)a[0]) ? -EFAULT : local_call(t, nr, a);
+			return local_call(t, nr, a);
 		/* a stack without a size or a size without a stack: the kernel
 		 * says EINVAL (clone3_stack_valid) before anything is made, and
 		 * nothing may be written there first */
@@ -169,8 +168,7 @@ long do_execve(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	(void)uc;
 	count(t, nr, &t->stats->local);
 	if (!env_exec_readable(envp))
-		return user_page0(envp) ? -EFAULT :      /* the kernel would read page 0 */
-		       sys_call6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+		return sys_call6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 	for (char **e = envp; e && *e; e++)
 		n++;
 	size = (n + CONTRACT_NVARS + 3) * sizeof(char *) + 2 * 8192 + CPUTIME_ENV_MAX + SCHED_ENV_MAX +

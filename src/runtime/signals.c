@@ -178,7 +178,7 @@ long do_sigaction(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	if (a[1]) {
 		/* unreadable: the kernel says EFAULT */
 		if (copy_from_user(&act, (void *)a[1], sizeof(act)))
-			return user_page0((void *)a[1]) ? -EFAULT : forward(t, nr, a);
+			return forward(t, nr, a);
 		/* a handler that blocks SIGSYS would turn our next trap fatal */
 		act.mask &= ~kept_open();
 		add = act.handler != SIG_DFL && act.handler != SIG_IGN && !(act.flags & SA_SIGINFO);

@@ -59,14 +59,4 @@ dt_copy_str_fixup:
 	ret
 	.size dt_copy_str, .-dt_copy_str
 
-/* The lowest address of the program's: page 0 holds rewrite mode's
- * trampoline (rewrite.c raises this to 4096), which natively is no memory
- * at all; the runtime's reads of NULL fail there as natively. */
-	.data
-	.balign 8
-	.globl dt_user_floor
-	.hidden dt_user_floor
-dt_user_floor:
-	.quad 0
-
 	.section .note.GNU-stack,"",@progbits

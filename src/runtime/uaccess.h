@@ -17,13 +17,11 @@
 long dt_copy(void *dst, const void *src, size_t n) DT_HIDDEN;
 long dt_copy_str(char *dst, const char *src, size_t n) DT_HIDDEN;
 extern const char dt_copy_insn[], dt_copy_fixup[], dt_copy_str_insn[], dt_copy_str_fixup[] DT_HIDDEN;
-extern uintptr_t dt_user_floor DT_HIDDEN;
-
 static inline bool user_range_ok(const void *p, size_t n)
 {
 	uintptr_t a = (uintptr_t)p;
 
-	return a >= dt_user_floor && a + n >= a;
+	return a + n >= a;
 }
 
 /* 0, or -EFAULT */
@@ -41,15 +39,6 @@ static inline long copy_to_user(void *dst, const void *src, size_t n)
 static inline long strncpy_from_user(char *dst, const char *src, size_t n)
 {
 	return user_range_ok(src, 1) ? dt_copy_str(dst, src, n) : -EFAULT;
-}
-
-/* Whether p lies in rewrite mode's page 0: memory to the kernel, none
- * natively.  Where the runtime would leave a pointer it cannot read to the
- * kernel (which then answers EFAULT in its order of checks), it answers
- * EFAULT itself for these. */
-static inline bool user_page0(const void *p)
-{
-	return (uintptr_t)p < dt_user_floor;
 }
 
 /* The exception table: a fault at one of the routines' instructions

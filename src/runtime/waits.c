@@ -61,14 +61,14 @@ long do_masked_wait(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	 * waits. */
 	if (nr == SYS_pselect6) {
 		if (a[5] && copy_from_user(&pa, (const void *)a[5], sizeof(pa)))
-			return user_page0((void *)a[5]) ? -EFAULT : forward(t, nr, a);
+			return forward(t, nr, a);
 		mask = a[5] && pa.len == 8 ? pa.ss : NULL;
 	} else {
 		int i = nr == SYS_ppoll ? 3 : 4;
 		mask = a[i + 1] == 8 ? (const uint64_t *)a[i] : NULL;
 	}
 	if (mask && copy_from_user(&m, mask, sizeof(m)))
-		return user_page0(mask) ? -EFAULT : forward(t, nr, a);
+		return forward(t, nr, a);
 	/* a negative nfds is the kernel's EINVAL, not a sleep */
 	bool sleep = !t->observed &&
 		     ((nr == SYS_ppoll && a[1] == 0) ||

@@ -1,7 +1,9 @@
 """Cost of a forwarded system call: native, the bare mailbox (the floor of
 any forwarding design: the same call handed to a thread on another CPU over
-the runtime's mailbox layout, no interception) and detached (spin and
-adaptive proxy), interleaved in one run, repeated.  Every configuration is
+the runtime's mailbox layout, no interception), detached as a user runs it
+(`default`: no --mode, no --proxy: rewrite mode's stubs where it can run)
+and detached in each --mode (spin and adaptive proxy), interleaved in one
+run, repeated.  Every configuration is
 reported against native and against the mailbox.  Then the cost of reaching
 the runtime: gettid (answered without the kernel under detach) less a plain
 function call of the same shape, measured in the same process.  Reads
@@ -11,7 +13,8 @@ bench/fwdcost JSON only.
                                     [--also NAME=DETACH_BIN ...] [--seccomp N] [--out DIR]
 
 --also runs the same modes with another build of detach in the same
-interleaved rounds (a before/after comparison): configurations NAME-MODE-PROXY.
+interleaved rounds (a before/after comparison): configurations NAME-default
+and NAME-MODE-PROXY.
 --seccomp N runs native and every detached configuration once more with an
 allow-all seccomp filter of N instructions judging each call (the kernel's
 natively, the runtime's detached): configurations NAME+bpfN.
@@ -66,6 +69,7 @@ def run(a: argparse.Namespace) -> None:
                             "name another build's detach command, as --also old=/path/to/build/detach", 2)
         builds.append((name + "-", path))
     for prefix, binary in builds:
+        configs.append((f"{prefix}default", "default", None, binary, 0))
         for m in modes:
             configs += [(f"{prefix}{m}-spin", m, "spin", binary, 0), (f"{prefix}{m}-adaptive", m, "adaptive", binary, 0)]
     if a.seccomp:
@@ -84,6 +88,9 @@ def run(a: argparse.Namespace) -> None:
                 cmd[1:1] = ["-c", str(a.cpu), "--mailbox", str(server)]
             elif mode is None:
                 cmd[1:1] = ["-c", str(a.cpu)]
+            elif mode == "default":
+                assert detach
+                cmd = [detach, "run", "-c", str(a.cpu), "--"] + cmd
             else:
                 assert detach and proxy
                 cmd = [detach, "run", "-c", str(a.cpu), "--mode", mode,

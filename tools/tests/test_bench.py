@@ -13,7 +13,7 @@ import unittest
 from unittest import mock
 
 from detach_tools import noise, plots, scale
-from detach_tools.bench import report, scaling, trace
+from detach_tools.bench import mpi, report, scaling, trace
 from detach_tools.files import JsonObj
 from detach_tools.stats import percentile
 from helpers import load
@@ -205,6 +205,61 @@ def _stepped_noise(det: list[tuple[float, float]], span: float, interval: float,
                 rem -= s - cur
             cur = e
         i += 1
+
+
+def mpi_doc() -> JsonObj:
+    """Two fwq-mpi cells by hand: rank 1 (pid 11) the measured one, detached
+    in the second; rank 0 (pid 10) late in two iterations of each."""
+    def res(q0: list[int], q1: list[int], iters: list[int]) -> JsonObj:
+        return {"samples": iters, "ranks": [
+            {"rank": 0, "samples": q0, "self": {"pid": 10, "cpus_allowed": "0", "cpu_at_end": 0}},
+            {"rank": 1, "samples": q1, "self": {"pid": 11, "cpus_allowed": "0-1", "cpu_at_end": 1}}]}
+    ev = {"seen": True, "detached": [{"pid": 11, "tid": 11, "cpu": 1, "proxy_tid": 12,
+                                      "thread": {"cpus_allowed": "1"}, "proxy": {"cpus_allowed": "0"},
+                                      "thread_voluntary_ctxt_switches_per_s": 0,
+                                      "proxy_voluntary_ctxt_switches_per_s": 1300}]}
+    return {"tsc_hz": 1e6, "options": {"loads": ["idle"]}, "system": {"measured_cpu": 1}, "cells": [
+        {"load": "idle", "program": "fwq-mpi", "config": "linux", "status": "ok", "rep": 1,
+         "result": res([100, 150, 100, 130], [110, 100, 100, 100], [0, 160, 110, 140])},
+        {"load": "idle", "program": "fwq-mpi", "config": "detached", "status": "ok", "rep": 1,
+         "detach_evidence": ev,
+         "result": res([200, 100, 300, 100], [100, 120, 100, 100], [0, 130, 310, 110])}]}
+
+
+class MpiIterations(unittest.TestCase):
+    def test_report(self) -> None:
+        rep = mpi.iteration_report(mpi_doc(), report.cells_for)["idle"]
+        lin, det = rep["linux"], rep["detached"]
+        # completion to completion, the first iteration left out; 1 MHz TSC: cycles are us
+        self.assertEqual(lin["iteration"], {"n": 3, "p50": 140, "p99": 160, "max": 160,
+                                            "p50_us": 140.0, "p99_us": 160.0, "max_us": 160.0})
+        self.assertEqual(det["iteration"]["p50"], 130)
+        r0, r1 = lin["ranks"]
+        # rank 0 last in iterations 1, 3 (by 50, 30), a tie goes to the first rank
+        self.assertEqual((r0["last_in"], r0["late_by"]["max"], r0["late_by"]["p50"]), (3, 50, 30))
+        self.assertEqual((r1["last_in"], r1["late_by"]["max"]), (1, 10))
+        self.assertEqual(r1["role"], "measured rank, linux")
+        d0, d1 = det["ranks"]
+        self.assertEqual(d1["role"], "measured rank, detached (detached: detach ps)")
+        self.assertEqual(d0["role"], "rank on the housekeeping CPUs")
+        self.assertEqual((d0["last_in"], d0["late_by"]["max"]), (3, 200))
+        self.assertEqual(d0["quantum_p50_over_min_pct"], 0.0)
+        md = "\n".join(mpi.iteration_lines({"idle": rep}))
+        self.assertIn("| idle | detached | 1 | 3 | 130.0 | 310.0 | 310.0 | 0.929 | 1.938 |", md)
+
+    def test_evidence(self) -> None:
+        doc = mpi_doc()
+        c = doc["cells"][1]
+        ok, why = mpi.evidence_check(c["detach_evidence"], c["result"], 1)
+        self.assertTrue(ok, why)
+        self.assertIn("1300 wake-ups/s", why)
+        # the measured rank undetached: the evidence names another pid
+        c["detach_evidence"]["detached"][0]["pid"] = 10
+        self.assertFalse(mpi.evidence_check(c["detach_evidence"], c["result"], 1)[0])
+        # detached but sleeping, or nothing seen: no proof
+        c["detach_evidence"]["detached"][0].update(pid=11, thread_voluntary_ctxt_switches_per_s=5)
+        self.assertFalse(mpi.evidence_check(c["detach_evidence"], c["result"], 1)[0])
+        self.assertFalse(mpi.evidence_check({"seen": False}, c["result"], 1)[0])
 
 
 class ScaleTable(unittest.TestCase):

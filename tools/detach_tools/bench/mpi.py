@@ -8,13 +8,18 @@ more CPUs the same holds: one rank per measured CPU would need one
 measured CPU each, which the bench has one of."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
+import threading
 from collections.abc import Callable, Iterable
 
 from .. import paths
 from ..cpus import format_cpulist
-from ..files import JsonObj
+from ..files import JsonObj, read_text
+from ..procs import descendants
+from ..stats import percentile
 
 PROGRAM = "fwq-mpi"
 EXE = "fwq_mpi"
@@ -22,12 +27,22 @@ EXE = "fwq_mpi"
 CONFIGS = ("linux", "linux-fifo", "detached", "floor")
 MPIRUN = "mpirun.openmpi"       # fwq_mpi is built with Open MPI's mpicc (Makefile)
 FIFO = ["chrt", "-f", "10"]
+# Open MPI's progress engine calls libevent (a poll() on its fds) every few
+# ms by default.  On a detached rank each is a forwarded call, and each
+# keeps an adaptive proxy in its 50 us polling phase for 10 ms: it woke
+# ~7,700 times a second on the housekeeping CPU and preempted the rank
+# there as often (/proc/PID/task/TID/status; 1,300/s with this setting).
+# Shared memory needs no event loop, TCP's BTL polls its sockets in every
+# progress call anyway: once a second is enough.  The same in every
+# configuration, so that they differ only in how the measured rank runs
+# (docs/mpi.md).
+OMPI_SETTINGS = ["--mca", "mpi_event_tick_rate", "1000000"]
 
 
 def mpirun() -> list[str]:
     # --oversubscribe: Open MPI counts one slot per core and refuses 2 ranks
     # on a 2-CPU VM otherwise; --bind-to none: each rank is placed below.
-    cmd = [MPIRUN, "--oversubscribe", "--bind-to", "none"]
+    cmd = [MPIRUN, "--oversubscribe", "--bind-to", "none"] + OMPI_SETTINGS
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
     return cmd
@@ -73,6 +88,193 @@ def measured_rank(res: JsonObj, cpu: int | None) -> JsonObj | None:
     return ranks[-1] if ranks else None
 
 
+def _status(pid: int, tid: int) -> JsonObj:
+    """The kernel's view of one thread: where it may run, how often it slept
+    (voluntary) and was preempted (nonvoluntary), its last CPU."""
+    out: JsonObj = {"tid": tid}
+    for line in read_text(f"/proc/{pid}/task/{tid}/status", "").splitlines():
+        k, _, v = line.partition(":")
+        if k == "Cpus_allowed_list":
+            out["cpus_allowed"] = v.strip()
+        elif k in ("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"):
+            out[k] = int(v)
+    stat = read_text(f"/proc/{pid}/task/{tid}/stat", "")
+    if ")" in stat:   # the fields after the command name; processor is field 39
+        f = stat.rsplit(")", 1)[1].split()
+        out["last_cpu"] = int(f[36])
+    return out
+
+
+class Evidence:
+    """While an fwq-mpi cell runs: which of the job's processes detach
+    ps lists as detached, and for each detached thread and its proxy the
+    kernel's /proc status twice, `window` seconds apart.  Proof that the
+    rank the bench calls detached is (a thread pinned to the measured CPU
+    that never sleeps, its calls served by a proxy elsewhere), and the
+    proxy's wake-ups per second, which the rank beside it pays for."""
+
+    def __init__(self, detach: str, root_pid: int, window: float = 1.0) -> None:
+        self.detach, self.root, self.window = detach, root_pid, window
+        self.out: JsonObj = {"seen": False}
+        self.stop = threading.Event()
+        self.th = threading.Thread(target=self._run, daemon=True)
+        self.th.start()
+
+    def _ps(self) -> list[JsonObj]:
+        r = subprocess.run([self.detach, "ps", "--json"], stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, text=True, check=False)
+        try:
+            threads: list[JsonObj] = json.loads(r.stdout).get("threads", [])
+        except ValueError:
+            return []
+        mine = descendants(self.root)
+        return [t for t in threads if t.get("pid") in mine and t.get("alive", True)]
+
+    def _run(self) -> None:
+        # wait for MPI_Init and the first iterations, then look twice
+        while not self.stop.wait(0.25):
+            ts = self._ps()
+            if ts and all(t.get("forwarded", 0) > 0 for t in ts):
+                break
+        else:
+            return
+        if self.stop.wait(0.5):
+            return
+        ts = self._ps()
+        first = {t["tid"]: (_status(t["pid"], t["tid"]), _status(t["pid"], t["proxy_tid"])) for t in ts}
+        if self.stop.wait(self.window):
+            return
+        rows = []
+        for t in self._ps():
+            if t["tid"] not in first:
+                continue
+            a, pa = first[t["tid"]]
+            b, pb = _status(t["pid"], t["tid"]), _status(t["pid"], t["proxy_tid"])
+            if "voluntary_ctxt_switches" not in b or "voluntary_ctxt_switches" not in pb:
+                continue        # ended meanwhile
+            rows.append({"pid": t["pid"], "tid": t["tid"], "cpu": t["cpu"], "proxy_tid": t["proxy_tid"],
+                         "thread": b, "proxy": pb, "window_s": self.window,
+                         **{f"{who}_{k}_per_s": round((y[k] - x[k]) / self.window)
+                            for who, x, y in (("thread", a, b), ("proxy", pa, pb))
+                            for k in ("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")}})
+        self.out = {"seen": True, "detached": rows}
+
+    def result(self) -> JsonObj:
+        self.stop.set()
+        self.th.join()
+        return self.out
+
+
+def evidence_check(ev: JsonObj | None, res: JsonObj, cpu: int) -> tuple[bool, str]:
+    """Is the measured rank the detached one, by the kernel's word?"""
+    me = measured_rank(res, cpu)
+    if not ev or not ev.get("seen") or not ev.get("detached"):
+        return False, "no detached thread of the job seen while it ran (detach ps)"
+    pid = me["self"]["pid"] if me else None
+    row = next((r for r in ev["detached"] if r["pid"] == pid), None)
+    if not row:
+        return False, f"the measured rank (pid {pid}) is not among the detached ({[r['pid'] for r in ev['detached']]})"
+    th = row["thread"]
+    ok = (row["cpu"] == cpu and th.get("cpus_allowed") == str(cpu)
+          and row["thread_voluntary_ctxt_switches_per_s"] == 0
+          and row["proxy"].get("cpus_allowed") != str(cpu))
+    return ok, (f"rank pid {pid} tid {row['tid']} detached on CPU {row['cpu']} (kernel: Cpus_allowed "
+                f"{th.get('cpus_allowed')}, {row['thread_voluntary_ctxt_switches_per_s']} sleeps/s); "
+                f"proxy {row['proxy_tid']} on CPUs {row['proxy'].get('cpus_allowed')}, "
+                f"{row['proxy_voluntary_ctxt_switches_per_s']} wake-ups/s")
+
+
+def _pcts(v: list[int], hz: float) -> JsonObj:
+    s = sorted(v)
+    if not s:
+        return {"n": 0}
+    us = (lambda x: round(x * 1e6 / hz, 1)) if hz else (lambda x: None)
+    return {"n": len(s), "p50": percentile(s, 50), "p99": percentile(s, 99), "max": s[-1],
+            "p50_us": us(percentile(s, 50)), "p99_us": us(percentile(s, 99)), "max_us": us(s[-1])}
+
+
+def iteration_report(doc: JsonObj, cells_for: Callable[[JsonObj, str, str, str], list[JsonObj]]) -> JsonObj:
+    """Per load and configuration, over every repetition: the job's
+    iteration time (collective completion to completion on rank 0), p50,
+    p99, max; and per rank who made the job wait: in how many iterations it
+    was the last to reach the collective and by how much it trailed the
+    next rank there (its quantum minus the longest other quantum)."""
+    hz = float(doc.get("tsc_hz") or 0)
+    cpu = doc.get("system", {}).get("measured_cpu")
+    out: JsonObj = {}
+    for load in doc["options"]["loads"]:
+        for cfg in CONFIGS:
+            ok = [c for c in cells_for(doc, load, PROGRAM, cfg) if c["status"] == "ok"]
+            if not ok:
+                continue
+            iters: list[int] = []
+            per: dict[int, JsonObj] = {}
+            for c in ok:
+                res = c["result"]
+                iters += res["samples"][1:]      # the first has no predecessor
+                me = measured_rank(res, cpu)
+                ranks = res["ranks"]
+                qs = [r["samples"] for r in ranks]
+                detached = {d["pid"] for d in (c.get("detach_evidence") or {}).get("detached", [])}
+                for r in ranks:
+                    p = per.setdefault(r["rank"], {"rank": r["rank"], "last": 0, "iterations": 0,
+                                                   "late_by": [], "quanta": []})
+                    p["role"] = ("measured rank, " + cfg if me is not None and r["rank"] == me["rank"]
+                                 else "rank on the housekeeping CPUs")
+                    if r["self"]["pid"] in detached:
+                        p["role"] += " (detached: detach ps)"
+                    p["quanta"] += r["samples"]
+                for i in range(len(qs[0])):
+                    col = [q[i] for q in qs]
+                    last = max(range(len(col)), key=col.__getitem__)
+                    others = max((x for k, x in enumerate(col) if k != last), default=col[last])
+                    per[ranks[last]["rank"]]["last"] += 1
+                    per[ranks[last]["rank"]]["late_by"].append(col[last] - others)
+                    for r in ranks:
+                        per[r["rank"]]["iterations"] += 1
+            qmin = min(min(p["quanta"]) for p in per.values())
+            rows = []
+            for rk in sorted(per):
+                p = per[rk]
+                qp50 = percentile(sorted(p["quanta"]), 50)
+                rows.append({"rank": rk, "role": p["role"], "last_in": p["last"],
+                             "last_in_pct": round(100 * p["last"] / max(1, p["iterations"]), 1),
+                             "late_by": _pcts(p["late_by"], hz), "quantum_p50": qp50,
+                             "quantum_p50_over_min_pct": round(100 * (qp50 - qmin) / qmin, 2)})
+            out.setdefault(load, {})[cfg] = {"repetitions": len(ok), "iteration": _pcts(iters, hz),
+                                             "quantum_min": qmin, "ranks": rows}
+    return out
+
+
+def iteration_lines(rep: JsonObj) -> list[str]:
+    """The iteration-time tables of summary.md, from iteration_report()."""
+    L = ["### fwq-mpi: the job's iteration time (completion to completion), all repetitions\n",
+         "| load | config | reps | iterations | p50 (us) | p99 (us) | max (us) | p50 / linux | p99 / linux |",
+         "|---|---|---|---|---|---|---|---|---|"]
+    for load, cfgs in rep.items():
+        base = cfgs.get("linux", {}).get("iteration", {})
+        for cfg, r in cfgs.items():
+            it = r["iteration"]
+            rel = [f"{it[k] / base[k]:.3f}" if base.get(k) else "-" for k in ("p50", "p99")]
+            L.append(f"| {load} | {cfg} | {r['repetitions']} | {it['n']} | {it.get('p50_us')} | "
+                     f"{it.get('p99_us')} | {it.get('max_us')} | {rel[0]} | {rel[1]} |")
+    L += ["", "### fwq-mpi: which rank made the job wait\n",
+          "last in: iterations in which the rank reached the collective last; late by: how far "
+          "its quantum trailed the longest other rank's then; quantum p50 over min: how much "
+          "slower its work ran throughout (a rank sharing its CPU, e.g. with a proxy, shows here).\n",
+          "| load | config | rank | role | last in | late by p50 / p99 / max (us) | quantum p50 over min |",
+          "|---|---|---|---|---|---|---|"]
+    for load, cfgs in rep.items():
+        for cfg, r in cfgs.items():
+            for k in r["ranks"]:
+                lb = k["late_by"]
+                L.append(f"| {load} | {cfg} | {k['rank']} | {k['role']} | {k['last_in']} "
+                         f"({k['last_in_pct']}%) | {lb.get('p50_us')} / {lb.get('p99_us')} / "
+                         f"{lb.get('max_us')} | {k['quantum_p50_over_min_pct']}% |")
+    L.append("")
+    return L
+
+
 def summary_lines(doc: JsonObj, loads: list[str], cfgs: list[str],
                   cells_for: Callable[[JsonObj, str, str, str], list[JsonObj]]) -> list[str]:
     """The fwq-mpi section of summary.md."""
@@ -102,6 +304,8 @@ def summary_lines(doc: JsonObj, loads: list[str], cfgs: list[str],
                      f"{st['delta_median']} ({st['delta_median_pct']:.3g}%) | "
                      f"{job['slowdown_mean']:.4f} |")
     L.append("")
+    if doc.get("fwq_mpi"):
+        L += iteration_lines(doc["fwq_mpi"])
     return L
 
 

@@ -142,10 +142,13 @@ class Bench:
             return [self.detach, "run", "-c", cpu, "-H", format_cpulist(self.hk), "--"] + cmd
         raise ValueError(cfg)
 
-    def verify_config(self, cfg: str, res: JsonObj) -> tuple[bool, str]:
-        """Did the configuration take effect?  From the program's own report."""
+    def verify_config(self, cfg: str, res: JsonObj, ev: JsonObj | None = None) -> tuple[bool, str]:
+        """Did the configuration take effect?  From the program's own report;
+        a detached MPI rank from the kernel's (ev: mpi.Evidence)."""
         me = res.get("self", {})
         if "ranks" in res:        # fwq-mpi: the rank on the measured CPU
+            if cfg == "detached":
+                return M.evidence_check(ev, res, self.cpu)
             me = (M.measured_rank(res, self.cpu) or {}).get("self", {})
         if cfg in ("linux-fifo", "linux-fifo-isolated", "floor"):
             ok: bool = me.get("policy") == "SCHED_FIFO" and me.get("priority") == 10 and \
@@ -211,6 +214,9 @@ class Bench:
             return cell
         if tr:
             tr.started(p.pid)
+        # the kernel's evidence of the detached rank; detach ps runs on the
+        # housekeeping CPUs, so only where it is needed, and done within ~2 s
+        ev = M.Evidence(self.detach, p.pid) if prog == M.PROGRAM and cfg == "detached" else None
         seen: dict[str, int] = {}
         stop = threading.Event()
 
@@ -230,6 +236,8 @@ class Bench:
             so, _ = p.communicate(timeout=self.cell_seconds(prog) * 5 + 60)
         except subprocess.TimeoutExpired:
             stop.set()
+            if ev:
+                ev.result()
             p.kill()
             so, _ = p.communicate()
             self.reap_registry()
@@ -239,6 +247,8 @@ class Bench:
             return cell
         except KeyboardInterrupt:
             stop.set()
+            if ev:
+                ev.result()
             p.kill()
             p.wait()
             self.reap_registry()
@@ -246,6 +256,8 @@ class Bench:
                 tr.finish(False)
             raise
         cell["seconds"] = round(time.monotonic() - t, 2)
+        if ev:
+            cell["detach_evidence"] = ev.result()
         if tr:
             cell["trace"] = tr.finish(p.returncode == 0)
         stop.set()
@@ -273,7 +285,7 @@ class Bench:
         except (OSError, ValueError) as e:
             cell.update(status="failed", reason=f"no JSON: {e}")
             return cell
-        ok, what = self.verify_config(cfg, res)
+        ok, what = self.verify_config(cfg, res, cell.get("detach_evidence"))
         cell["config_check"] = {"ok": ok, "ran_as": what}
         if not ok:
             warn(f"{prog} {cfg}: configuration did not take effect: {what}")
@@ -445,6 +457,8 @@ class Bench:
             doc["scale"] = scaling.predict(doc, self.a.out, self.a.scale_ranks,
                                            self.a.scale_sim_ranks, self.log,
                                            20 if self.a.quick else None)   # --quick: seconds
+        if M.PROGRAM in self.a.programs:
+            doc["fwq_mpi"] = M.iteration_report(doc, report.cells_for)
         path = os.path.join(self.a.out, "results.json")
         with open(path, "w") as f:
             json.dump(doc, f)

@@ -1,11 +1,14 @@
 """fwq-mpi cells of `detach bench` (bench/fwq_mpi.c, docs/mpi.md): the
-command line per configuration and the summary section.
+command line per configuration, the kernel's evidence of the detached rank,
+the job's iteration times and the summary section.
 
-Two ranks under Open MPI: rank 0 runs on the housekeeping CPUs as an
-ordinary process in every configuration; the other rank is the measured one
-and runs as the configuration says on the measured CPU.  On a machine with
-more CPUs the same holds: one rank per measured CPU would need one
-measured CPU each, which the bench has one of."""
+Two ranks under Open MPI: one is the measured one and runs as the
+configuration says on the measured CPU, the other runs as an ordinary
+process on the housekeeping CPUs.  Which is which: in the detached cell
+`detach run` places the ranks (src/cli/mpi_rank.c), so it is found from
+the ranks' own reports (measured_rank) and proven by detach ps and
+/proc (Evidence).  One rank per measured CPU would need one measured CPU
+each, which the bench has one of."""
 from __future__ import annotations
 
 import json
@@ -280,8 +283,8 @@ def summary_lines(doc: JsonObj, loads: list[str], cfgs: list[str],
     """The fwq-mpi section of summary.md."""
     L = ["## fwq-mpi: noise as a 2-rank MPI job sees it\n",
          "Each iteration: the FWQ quantum on every rank, then MPI_Allreduce. The measured "
-         "rank runs on the measured CPU as configured, rank 0 as an ordinary process on the "
-         "housekeeping CPUs. Rank noise: the measured rank's quantum deltas to its minimum. "
+         "rank runs on the measured CPU as configured, the other as an ordinary process on the "
+         "housekeeping CPUs (the detached one is proven by detach ps and /proc, config_check). Rank noise: the measured rank's quantum deltas to its minimum. "
          "Job: iteration time (collective completion to completion), excess over the ideal "
          "(the fastest iteration); slowdown = mean iteration / ideal. Worst repetition.\n",
          "| load | config | measured rank: max delta | p99 | job: ideal (cycles) | "

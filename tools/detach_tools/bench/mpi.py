@@ -31,10 +31,10 @@ CONFIGS = ("linux", "linux-fifo", "detached", "floor")
 MPIRUN = "mpirun.openmpi"       # fwq_mpi is built with Open MPI's mpicc (Makefile)
 FIFO = ["chrt", "-f", "10"]
 # Open MPI's progress engine calls libevent (a poll() on its fds) every few
-# ms by default.  On a detached rank each is a forwarded call, and each
-# keeps an adaptive proxy in its 50 us polling phase for 10 ms: it woke
-# ~7,700 times a second on the housekeeping CPU and preempted the rank
-# there as often (/proc/PID/task/TID/status; 1,300/s with this setting).
+# ms by default while a rank waits in a collective.  On a detached rank
+# each is a forwarded call, and each keeps an adaptive proxy in its 50 us
+# polling phase for 10 ms: it woke ~7,700 times a second on the
+# housekeeping CPU and preempted the rank there as often (/proc/PID/task/TID/status; 1,300/s with this setting).
 # Shared memory needs no event loop, TCP's BTL polls its sockets in every
 # progress call anyway: once a second is enough.  The same in every
 # configuration, so that they differ only in how the measured rank runs

@@ -21,13 +21,15 @@
  * From then on a call from that site reaches the runtime without entering
  * the kernel, and no page 0, privilege or setting is needed.  The moved
  * instruction is `mov $nr,%eax` at 83% of glibc 2.36's sites (the exact
- * pattern); elsewhere, any one instruction of 5 to 10 bytes of a short
- * whitelist (a window: moves of an immediate or between a register and
- * memory, rip-relative addresses fixed up in the stub) whose bytes end at
- * the `syscall`; the number is then rax's at run time.  The `syscall` is kept, so a thread
- * stopped between the two instructions (preempted, in a signal handler, in
- * the kernel restarting a call) still finds a real syscall that traps or
- * runs as before; and no instruction boundary lies inside the jump.
+ * pattern); elsewhere, the shortest run of instructions of a short
+ * whitelist, 5 to 15 bytes, that ends at the `syscall` (a window:
+ * find_window), or a function entry's `xor %eax,%eax` with the nop before
+ * the entry (a hop: find_hop); the number is then rax's at run time.  The
+ * `syscall` is kept, so a thread stopped between the moved instructions
+ * and it (preempted, in a signal handler, in the kernel restarting a call)
+ * still finds a real syscall that traps or runs as before.  A window of two
+ * or more instructions has boundaries inside the jump: docs/runtime.md says
+ * what that leaves unguarded.
  *
  * The trampoline sends the calls it cannot return from to ret+20, that is
  * to the kept `syscall` with the program's own rsp: rt_sigreturn (its frame
@@ -47,7 +49,7 @@
  *
  * What is never rewritten (the site keeps trapping, which always works, and
  * is counted): the vDSO; a site whose code cannot be read; a site with no
- * whitelisted instruction before it; a site whose stub cannot be mapped
+ * window nor hop; a site whose stub cannot be mapped
  * within +-2 GiB of it; rt_sigreturn and the clone family; and everything
  * on a kernel without membarrier SYNC_CORE (Linux < 4.16), where five bytes
  * cannot change safely under other threads.

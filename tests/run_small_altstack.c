@@ -8,8 +8,6 @@
  * program's alternate stack, as natively (Go's handlers require it). */
 #include "helpers/t_detach.h"
 
-#include <sys/auxv.h>
-#include <sys/mman.h>
 #include <sys/time.h>
 #include <sys/utsname.h>
 #include <time.h>
@@ -65,14 +63,9 @@ static int calls(void)
 
 static int run(void)
 {
-	size_t min = getauxval(AT_MINSIGSTKSZ);
-
-	ss_size = (min > 2048 ? min : 2048) + 4096;     /* 2048: the ABI's MINSIGSTKSZ */
-	ss_size = (ss_size + 4095) & ~(size_t)4095;
-	char *m = mmap(NULL, 4096 + ss_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (m == MAP_FAILED || mprotect(m, 4096, PROT_NONE))
+	ss_size = t_small_altstack_size(4096);
+	if (!(ss_lo = t_guarded_stack(ss_size)))
 		return 10;
-	ss_lo = m + 4096;
 	stack_t ss = { .ss_sp = ss_lo, .ss_size = ss_size };
 	if (sigaltstack(&ss, NULL))
 		return 11;

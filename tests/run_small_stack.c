@@ -5,7 +5,6 @@
  * frame or the trampoline's saved state on the program's stack. */
 #include "helpers/t_detach.h"
 
-#include <sys/mman.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -55,11 +54,8 @@ static void on_small_stack(void)
 
 static int run(void)
 {
-	char *m = mmap(NULL, 4096 + STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	if (m == MAP_FAILED || mprotect(m, 4096, PROT_NONE) || pipe(pipefd))
+	if (!(stack_lo = t_guarded_stack(STACK)) || pipe(pipefd))
 		return 10;
-	stack_lo = m + 4096;
 	want_ppid = getppid();
 	want_tid = (pid_t)syscall(SYS_gettid);
 	/* once on this stack: the dynamic linker resolves each function on its

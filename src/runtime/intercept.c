@@ -92,15 +92,24 @@ static void sigtrap_handler(int sig, siginfo_t *si, void *ctx)
 	signal_deliver_app(&dt_app_sigtrap, sig, si, ctx, si->si_code == SI_KERNEL);
 }
 
-static void trap(struct dt_thread *t, siginfo_t *si, ucontext_t *uc);
+static void trap(struct dt_thread *t, siginfo_t *si, ucontext_t *uc, bool moved);
 
 /* A trap on the program's alternate stack runs on ours (stack.c,
  * stack_trap_move): there first, then the program's stack below what is
- * still in use is armed for the program's handlers. */
+ * still in use is armed for the program's handlers.  trap_moved says so to
+ * a trap nested under this one's wait (a handler's call), which stays where
+ * it is.  A handler that leaves the wait by siglongjmp leaves it set: the
+ * next trap from code on no alternate stack moves all the same (nothing of
+ * ours is in use then) and clears it. */
 static void trap_moved(void *si, void *uc, uintptr_t live)
 {
+	dt_self->trap_moved = true;
 	stack_trap_arm_below(dt_self, live);
-	trap(dt_self, si, uc);
+	trap(dt_self, si, uc, true);
+	/* dt_self again: a fork child is no detached thread when its fork
+	 * returns here (lifecycle.c), dt_self is NULL then */
+	if (dt_self)
+		dt_self->trap_moved = false;
 }
 
 static void sigsys_handler(int sig, siginfo_t *si, void *ctx)
@@ -120,12 +129,12 @@ static void sigsys_handler(int sig, siginfo_t *si, void *ctx)
 	if ((top = stack_trap_move(t, ctx)))
 		sys_run_on(trap_moved, si, ctx, top);
 	else
-		trap(t, si, ctx);
+		trap(t, si, ctx, false);
 }
 
 /* One trapped call of the detached thread t: dispatched, its result in the
- * frame's rax. */
-static void trap(struct dt_thread *t, siginfo_t *si, ucontext_t *uc)
+ * frame's rax (moved: on our stack, trap_moved). */
+static void trap(struct dt_thread *t, siginfo_t *si, ucontext_t *uc, bool moved)
 {
 	greg_t *g = uc->uc_mcontext.gregs;
 	long a[6];
@@ -149,5 +158,5 @@ static void trap(struct dt_thread *t, siginfo_t *si, ucontext_t *uc)
 	a[4] = g[REG_R8];
 	a[5] = g[REG_R9];
 	g[REG_RAX] = dt_dispatch(t, si->si_syscall, a, (uintptr_t)g[REG_RIP], uc);
-	stack_on_return(t, uc);
+	stack_on_return(t, uc, moved);
 }

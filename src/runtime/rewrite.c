@@ -55,6 +55,7 @@
  * cannot change safely under other threads.
  */
 #include "runtime/rewrite.h"
+#include "runtime/stack.h"
 #include "runtime/clock.h"
 #include "runtime/config.h"
 #include "runtime/dispatch.h"
@@ -1054,6 +1055,15 @@ long dt_trampoline_dispatch(long nr, long *a, long *retrap, uintptr_t ret, struc
 	 * what the program's registers are restored from */
 	long args[6] = { a[0], a[1], a[2], a[3], a[4], a[5] };
 	bool left_rest = false;
+	/* A handler's call on the program's alternate stack takes the trap
+	 * path: it runs the runtime's work on the runtime's stack, and its
+	 * return keeps the stack armed as the program set it, for a handler
+	 * that leaves by siglongjmp (stack.c, stack_trap_move and
+	 * stack_on_return). */
+	if (stack_on_program_altstack(t)) {
+		*retrap = 1;
+		return 0;
+	}
 	if (__builtin_expect(nr == SYS_nanosleep || nr == SYS_clock_nanosleep, 0))
 		r = dispatch_sleep(t, nr, args, ret, tail, &left_rest);
 	else

@@ -115,19 +115,37 @@ void stack_real(const struct dt_thread *t, stack_t *real)
 	real->ss_flags = SS_AUTODISARM;
 }
 
-/* A trap returns (uc is its frame): rt_sigreturn installs uc_stack.  To
- * code that runs on no alternate stack it is stack_real(), the stack the
- * program wants now (after a sigaltstack, or a handler that siglongjmp'ed
- * away and left the stack disarmed).  To a handler on an alternate stack
- * the frame keeps what the kernel saved (disarmed): armed there, the next
- * signal would be written at the top of the stack that handler and the
- * traps under it run on. */
-void stack_on_return(const struct dt_thread *t, ucontext_t *uc)
+/* A trap returns (uc is its frame; moved: its work ran on our stack,
+ * stack_trap_move): rt_sigreturn installs uc_stack.  To code that runs on
+ * no alternate stack it is stack_real(), the stack the program wants now
+ * (after a sigaltstack, or a handler that siglongjmp'ed away and left the
+ * stack disarmed).  To a handler on the program's alternate stack that the
+ * program set without SS_AUTODISARM it is that stack as the program set it,
+ * flags 0, armed for good, when nothing of ours is in use on it (a moved
+ * trap from the handler itself: no other trap's frame lies above the
+ * handler's): natively such a stack never disarms, so a handler that
+ * leaves by siglongjmp (a JIT's SIGSEGV handler, CPython's faulthandler,
+ * LTP) leaves it armed, and the next signal runs on it; the return never
+ * reaches us to re-arm it, and with every site rewritten no later call may
+ * trap.  Nested signals still nest: the kernel's on_sig_stack check puts
+ * them below the handler's rsp on an armed stack without SS_AUTODISARM.
+ * Every other handler on an alternate stack keeps what the kernel saved
+ * (disarmed): armed with SS_AUTODISARM, or under a live trap's frame, the
+ * next signal would be written at the top of the stack that handler and
+ * the traps under it run on. */
+void stack_on_return(const struct dt_thread *t, ucontext_t *uc, bool moved)
 {
 	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
 
-	if (sp - t->stack_lo < STACK_SIZE || sp - t->app_ss_lo < t->app_ss_hi - t->app_ss_lo)
+	if (sp - t->stack_lo < STACK_SIZE)
 		return;
+	if (sp - t->app_ss_lo < t->app_ss_hi - t->app_ss_lo) {
+		if (moved && !(t->app_ss.ss_flags & SS_AUTODISARM)) {
+			uc->uc_stack = t->app_ss;
+			uc->uc_stack.ss_flags = 0;
+		}
+		return;
+	}
 	stack_real(t, &uc->uc_stack);
 }
 
@@ -141,17 +159,46 @@ void stack_on_return(const struct dt_thread *t, ucontext_t *uc)
  * CPython's exit, a crash in its garbage collector).  So such a trap moves
  * to the signal half of our stack, unused by the kernel while the program
  * has its own, when it came from code on no alternate stack (the frame is
- * then at the top of the program's: nothing of ours is in use below it).
+ * then at the top of the program's: nothing of ours is in use below it),
+ * and when it came from a handler on the program's stack (a nested trap)
+ * while no moved trap's work is in use on that half (t->trap_moved: the
+ * handler may run on top of such a trap's wait).
  * Returns the stack top to move to, 0 to stay: a trap from a handler on
- * either alternate stack nests where it is, as before. */
-uintptr_t stack_trap_move(const struct dt_thread *t, const ucontext_t *uc)
+ * our stack, or nested under a moved trap, nests where it is. */
+uintptr_t stack_trap_move(struct dt_thread *t, const ucontext_t *uc)
 {
 	uintptr_t frame = (uintptr_t)uc, sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
 	uintptr_t app = t->app_ss_hi - t->app_ss_lo;
+	bool on_app = sp - t->app_ss_lo < app;
 
-	if (frame - t->app_ss_lo >= app || sp - t->app_ss_lo < app || sp - t->stack_lo < STACK_SIZE)
+	if (sp - t->stack_lo < STACK_SIZE)
+		return 0;
+	/* from code on no alternate stack: no moved trap's work is in use (a
+	 * handler may have left one by siglongjmp, and this trap may not move:
+	 * the handler left the program's stack disarmed) */
+	if (!on_app)
+		t->trap_moved = false;
+	if (frame - t->app_ss_lo >= app || (on_app && t->trap_moved))
 		return 0;
 	return t->stack_lo + STACK_SIGNAL_SIZE;
+}
+
+/* The trap being handled leaves without returning to its handler (a
+ * program handler's rt_sigreturn, signals.c): if it was moved (its work
+ * runs on our stack: a trap nested in place runs on the program's), no
+ * moved trap's work is in use any more. */
+void stack_trap_leaves(struct dt_thread *t)
+{
+	if ((uintptr_t)__builtin_frame_address(0) - t->stack_lo < STACK_SIZE)
+		t->trap_moved = false;
+}
+
+/* Is the caller (the trampoline's C code, rewrite mode) on the program's
+ * alternate stack?  The trampoline stays there for a call of a handler
+ * that runs on it (trampoline.S). */
+bool stack_on_program_altstack(const struct dt_thread *t)
+{
+	return (uintptr_t)__builtin_frame_address(0) - t->app_ss_lo < t->app_ss_hi - t->app_ss_lo;
 }
 
 /* On our stack after stack_trap_move: the program's alternate stack below

@@ -71,6 +71,10 @@ struct dt_thread {
 	uintptr_t app_ss_lo, app_ss_hi;
 	stack_t app_ss;                 /* what sigaltstack reports (signals.c) */
 	bool need_trap;                 /* rewrite mode: this call needs the trap path */
+	/* a trap's work runs on the signal half of the runtime's stack, moved
+	 * there from the program's alternate stack (stack.c, stack_trap_move;
+	 * intercept.c, trap_moved) */
+	bool trap_moved;
 	/* Watched, not detached: a thread of a program whose threads are chosen
 	 * by rule (threads.c).  Its calls trap and run on itself, natively, but
 	 * for the few that may choose it. */

@@ -16,6 +16,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -75,6 +77,28 @@ static inline void t_reexec_detached(int argc, char **argv, const char *const *e
 	execv(args[0], args);
 	perror("execv detach");
 	exit(1);
+}
+
+/* size bytes of fresh memory with an inaccessible guard page just below
+ * (a small stack whose overflow faults at once, as a makecontext stack or
+ * CPython's faulthandler alternate stack on its heap would corrupt
+ * memory); NULL if the mapping fails. */
+static inline char *t_guarded_stack(size_t size)
+{
+	char *m = mmap(NULL, 4096 + size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (m == MAP_FAILED || mprotect(m, 4096, PROT_NONE))
+		return NULL;
+	return m + 4096;
+}
+
+/* The size of a small alternate signal stack: the kernel's AT_MINSIGSTKSZ
+ * (at least the ABI's MINSIGSTKSZ, 2048) plus extra, in whole pages. */
+static inline size_t t_small_altstack_size(size_t extra)
+{
+	size_t min = getauxval(AT_MINSIGSTKSZ);
+
+	return (((min > 2048 ? min : 2048) + extra) + 4095) & ~(size_t)4095;
 }
 
 /* For tests whose checks say what a program sees natively: runs them first

@@ -16,7 +16,9 @@
  * delivers every SA_ONSTACK handler, ours included, there, as Go's runtime
  * requires of its handlers; sigaltstack reports exactly what the program
  * set.  The trampoline stays on the program's alternate stack when entered
- * from it (a handler's call), so that stack and ours never interleave.
+ * from it (a handler's call), so that stack and ours never interleave, and
+ * sends the call to the trap path (rewrite.c), which runs its work here
+ * (stack_trap_move) and keeps the stack armed (stack_on_return).
  *
  * A thread cannot unmap the stack it exits on: a stack is returned to a
  * small pool and given again once its thread is gone. */

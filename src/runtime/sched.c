@@ -362,15 +362,20 @@ void sched_inherit(const struct dt_thread *t, pid_t tid)
 void sched_start(void)
 {
 	char buf[256];
-	cpu_set_t any;
+	cpu_set_t any, possible;
+	int err;
 
 	if (read_text_file("/sys/devices/system/cpu/online", buf, sizeof(buf)) || cpulist_parse(buf, &online))
 		sched_getaffinity(0, sizeof(online), &online);
+	/* the kernel's nr_cpu_ids: one past the last possible CPU; past what a
+	 * cpu_set_t holds (-ERANGE), a mask of that size is too small */
 	nr_cpu_ids = 1;
 	if (!read_text_file("/sys/devices/system/cpu/possible", buf, sizeof(buf))) {
-		char *dash = strrchr(buf, '-'), *comma = strrchr(buf, ',');
-		char *last = dash > comma ? dash + 1 : comma > dash ? comma + 1 : buf;
-		nr_cpu_ids = atoi(last) + 1;
+		if ((err = cpulist_parse(buf, &possible)) == -ERANGE)
+			nr_cpu_ids = CPU_SETSIZE + 1;
+		for (int c = 0; !err && c < CPU_SETSIZE; c++)
+			if (CPU_ISSET(c, &possible))
+				nr_cpu_ids = c + 1;
 	}
 	kmask_size = sys_call3(SYS_sched_getaffinity, 0, sizeof(any), &any);
 	if (kmask_size <= 0)

@@ -260,6 +260,15 @@ class MpiIterations(unittest.TestCase):
         c["detach_evidence"]["detached"][0].update(pid=11, thread_voluntary_ctxt_switches_per_s=5)
         self.assertFalse(mpi.evidence_check(c["detach_evidence"], c["result"], 1)[0])
         self.assertFalse(mpi.evidence_check({"seen": False}, c["result"], 1)[0])
+        # one look (a short job): where the threads were is the proof, no rates
+        thread: JsonObj = {"cpus_allowed": "1"}
+        one: JsonObj = {"seen": True, "detached": [{"pid": 11, "tid": 11, "cpu": 1, "proxy_tid": 12,
+                                                    "thread": thread, "proxy": {"cpus_allowed": "0"}}]}
+        ok, why = mpi.evidence_check(one, c["result"], 1)
+        self.assertTrue(ok, why)
+        self.assertIn("one look", why)
+        thread["cpus_allowed"] = "0-1"
+        self.assertFalse(mpi.evidence_check(one, c["result"], 1)[0])
 
 
 class ScaleTable(unittest.TestCase):

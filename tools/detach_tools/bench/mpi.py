@@ -114,7 +114,9 @@ class Evidence:
     kernel's /proc status twice, `window` seconds apart.  Proof that the
     rank the bench calls detached is (a thread pinned to the measured CPU
     that never sleeps, its calls served by a proxy elsewhere), and the
-    proxy's wake-ups per second, which the rank beside it pays for."""
+    proxy's wake-ups per second, which the rank beside it pays for.  A job
+    that ends before the second look (--quick: 300 iterations) keeps the
+    first: where the threads were, no rates."""
 
     def __init__(self, detach: str, root_pid: int, window: float = 1.0) -> None:
         self.detach, self.root, self.window = detach, root_pid, window
@@ -133,14 +135,23 @@ class Evidence:
         mine = descendants(self.root)
         return [t for t in threads if t.get("pid") in mine and t.get("alive", True)]
 
+    @staticmethod
+    def _placed(t: JsonObj, thread: JsonObj, proxy: JsonObj) -> JsonObj:
+        return {"pid": t["pid"], "tid": t["tid"], "cpu": t["cpu"], "proxy_tid": t["proxy_tid"],
+                "thread": thread, "proxy": proxy}
+
     def _run(self) -> None:
-        # wait for MPI_Init and the first iterations, then look twice
-        while not self.stop.wait(0.25):
+        # wait for MPI_Init (its calls are the first forwarded), look at
+        # once where the threads are, then twice over a window for rates
+        while not self.stop.wait(0.1):
             ts = self._ps()
             if ts and all(t.get("forwarded", 0) > 0 for t in ts):
                 break
         else:
             return
+        self.out = {"seen": True, "detached": [
+            self._placed(t, _status(t["pid"], t["tid"]), _status(t["pid"], t["proxy_tid"])) for t in ts]}
+        # the first iterations past MPI_Init, then the window
         if self.stop.wait(0.5):
             return
         ts = self._ps()
@@ -155,12 +166,12 @@ class Evidence:
             b, pb = _status(t["pid"], t["tid"]), _status(t["pid"], t["proxy_tid"])
             if "voluntary_ctxt_switches" not in b or "voluntary_ctxt_switches" not in pb:
                 continue        # ended meanwhile
-            rows.append({"pid": t["pid"], "tid": t["tid"], "cpu": t["cpu"], "proxy_tid": t["proxy_tid"],
-                         "thread": b, "proxy": pb, "window_s": self.window,
+            rows.append({**self._placed(t, b, pb), "window_s": self.window,
                          **{f"{who}_{k}_per_s": round((y[k] - x[k]) / self.window)
                             for who, x, y in (("thread", a, b), ("proxy", pa, pb))
                             for k in ("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")}})
-        self.out = {"seen": True, "detached": rows}
+        if rows:
+            self.out = {"seen": True, "detached": rows}
 
     def result(self) -> JsonObj:
         self.stop.set()
@@ -178,12 +189,16 @@ def evidence_check(ev: JsonObj | None, res: JsonObj, cpu: int) -> tuple[bool, st
     if not row:
         return False, f"the measured rank (pid {pid}) is not among the detached ({[r['pid'] for r in ev['detached']]})"
     th = row["thread"]
+    rated = "thread_voluntary_ctxt_switches_per_s" in row
     ok = (row["cpu"] == cpu and th.get("cpus_allowed") == str(cpu)
-          and row["thread_voluntary_ctxt_switches_per_s"] == 0
+          and (not rated or row["thread_voluntary_ctxt_switches_per_s"] == 0)
           and row["proxy"].get("cpus_allowed") != str(cpu))
-    return ok, (f"rank pid {pid} tid {row['tid']} detached on CPU {row['cpu']} (kernel: Cpus_allowed "
-                f"{th.get('cpus_allowed')}, {row['thread_voluntary_ctxt_switches_per_s']} sleeps/s); "
-                f"proxy {row['proxy_tid']} on CPUs {row['proxy'].get('cpus_allowed')}, "
+    placed = (f"rank pid {pid} tid {row['tid']} detached on CPU {row['cpu']} (kernel: Cpus_allowed "
+              f"{th.get('cpus_allowed')}")
+    proxy = f"proxy {row['proxy_tid']} on CPUs {row['proxy'].get('cpus_allowed')}"
+    if not rated:
+        return ok, f"{placed}); {proxy}; one look: the job ended before a second, no rates"
+    return ok, (f"{placed}, {row['thread_voluntary_ctxt_switches_per_s']} sleeps/s); {proxy}, "
                 f"{row['proxy_voluntary_ctxt_switches_per_s']} wake-ups/s")
 
 

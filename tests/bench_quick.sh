@@ -58,7 +58,8 @@ for l in ("idle", "build", "io"):
     if not a["confined"] or a["leftover_processes"]: bad.append(f"load {l}: {a}")
 sc = [x for x in d.get("scale", []) if "error" not in x]
 if {x["config"] for x in sc} != {"linux-fifo", "detached", "floor"} or \
-        any(x["slowdown"] < 1 for x in sc) or not any(x["method"] == "simgrid" for x in sc):
+        any(x["slowdown"] < 1 or x["method"] != "closed form" for x in sc) or \
+        not any(x.get("simgrid") for x in sc):
     bad.append(f"scale prediction: {d.get('scale')}")
 s = d["system"]
 for k in ("rt_throttling", "preemption", "partition", "detached", "measured_cpu", "housekeeping_cpus"):

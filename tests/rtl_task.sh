@@ -24,7 +24,9 @@ task_start() {
 	task=$!
 	for _ in $(seq 100); do
 		exec_tid=$(grep -l '^rtl-exec$' /proc/$task/task/*/comm 2>/dev/null | cut -d/ -f5)
-		[ -n "$exec_tid" ] && [ -e "$dir/rtf$3" ] && return 0
+		# one thread: a proxy just cloned from the executive bears its
+		# name until it names itself detach-proxy
+		[ -n "$exec_tid" ] && [ "$(wc -l <<<"$exec_tid")" -eq 1 ] && [ -e "$dir/rtf$3" ] && return 0
 		sleep 0.05
 	done
 	t_fail "$1 did not start: $(cat "$2")"

@@ -29,7 +29,8 @@ struct dt_thread_stats {
 	volatile uint64_t waited;       /* TSC cycles spent waiting for the runtime
 					 * (timed waits, forwarded calls): cputime.c */
 	volatile uint64_t traps;        /* Syscall User Dispatch traps at program sites */
-	volatile uint64_t retraps;      /* rewrite mode: calls sent to the trap path on purpose */
+	volatile uint64_t retraps;      /* rewrite mode: traps at sites already rewritten (calls
+					 * sent to the trap path on purpose, races with the patch) */
 	volatile uint64_t sites_rewritten; /* rewrite mode: jumps to stubs, sites_window of them
 					    * with an instruction other than mov $nr,%eax moved */
 	volatile uint64_t sites_window;

@@ -139,17 +139,22 @@ static void trap(struct dt_thread *t, siginfo_t *si, ucontext_t *uc, bool moved)
 	greg_t *g = uc->uc_mcontext.gregs;
 	long a[6];
 
-	if (rewrite_is_retrap((uintptr_t)si->si_call_addr - 2)) {
-		/* A rewritten site's kept `syscall` (rewrite mode): the
-		 * trampoline sent a call that needs a signal frame here, or the
-		 * thread was between the moved instruction and the `syscall`
-		 * when the jump was stored. */
+	/* Counted before the call: it may not return (exit, execve).  A trap
+	 * at a site already rewritten (rewrite.h, TRAP_AT_REWRITTEN) is a
+	 * retrap; the others are the warm-up's, at most one per rewritten
+	 * site, and those at sites left trapping. */
+	switch (rewrite_site(t, (uintptr_t)si->si_call_addr - 2, g)) {
+	case TRAP_AT_REWRITTEN:
 		t->stats->retraps++;
-	} else {
+		break;
+	case TRAP_REWROTE:
 		t->stats->traps++;
-		/* before the call: it may not return (exit, execve) */
-		if (!rewrite_site(t, (uintptr_t)si->si_call_addr - 2, g) && dt_rewrite_on)
+		break;
+	case TRAP_LEFT_TRAPPING:
+		t->stats->traps++;
+		if (dt_rewrite_on)
 			t->stats->traps_refused++;
+		break;
 	}
 	a[0] = g[REG_RDI];
 	a[1] = g[REG_RSI];

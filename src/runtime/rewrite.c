@@ -860,10 +860,13 @@ bool rewrite_int3(ucontext_t *uc)
 }
 
 /* Called from the trap handler of a detached thread for the site that just
- * trapped, with the trap's registers; returns whether the site is rewritten
- * now (false: it stays a trapping site, for good or, when another patch was
- * under way, until its next trap). */
-bool rewrite_site(struct dt_thread *t, uintptr_t site, const greg_t *g)
+ * trapped, with the trap's registers; says whether this trap rewrote the
+ * site, found it rewritten, or leaves it trapping (for good or, when another
+ * patch was under way, until its next trap).  The trap handler runs with
+ * signals open: between the trap and this call a signal handler may call
+ * the same site, trap there and rewrite it; this trap then finds it
+ * rewritten, so each site counts one trap that rewrote it. */
+enum site_trap rewrite_site(struct dt_thread *t, uintptr_t site, const greg_t *g)
 {
 	struct window w;
 	uint8_t kind;
@@ -871,13 +874,13 @@ bool rewrite_site(struct dt_thread *t, uintptr_t site, const greg_t *g)
 	long r;
 
 	if (!dt_rewrite_on)
-		return false;
+		return TRAP_LEFT_TRAPPING;
+	if (table_has(patched, site))
+		return TRAP_AT_REWRITTEN;
 	if ((r = table_find(refused, site)) >= 0) {
 		__atomic_fetch_add(&refused_traps[r], 1, __ATOMIC_RELAXED);
-		return false;
+		return TRAP_LEFT_TRAPPING;
 	}
-	if (table_has(patched, site))
-		return true;
 	if (!(why = refusal(site, g, &w, &kind))) {
 		switch (patch_site(t, site, &w)) {
 		case PATCHED:
@@ -885,9 +888,9 @@ bool rewrite_site(struct dt_thread *t, uintptr_t site, const greg_t *g)
 			if (kind == SITE_WINDOW)
 				t->stats->sites_window++;
 			log_site(site, kind, NULL);
-			return true;
+			return TRAP_REWROTE;
 		case BUSY:
-			return false;
+			return TRAP_LEFT_TRAPPING;
 		case NO_STUB:
 			kind = SITE_NO_STUB;
 			why = "no stub page within +-2 GiB";
@@ -903,15 +906,7 @@ bool rewrite_site(struct dt_thread *t, uintptr_t site, const greg_t *g)
 		log_site(site, kind, why);
 	}
 	t->stats->sites_refused++;
-	return false;
-}
-
-/* Whether a trap at site came from a site already patched: a call the
- * trampoline sent back to the kept `syscall` (a retrap), or a thread that
- * was between the two instructions when the jump was stored. */
-bool rewrite_is_retrap(uintptr_t site)
-{
-	return dt_rewrite_on && table_has(patched, site);
+	return TRAP_LEFT_TRAPPING;
 }
 
 /* What became of the sites met, by the mapping they lie in (its path, or

@@ -31,8 +31,19 @@ int rewrite_init(void) DT_HIDDEN;
 /* Before a site is staged with int3: is SIGTRAP's action ours?  (intercept.c's
  * intercept_own_sigtrap, above this file, set at start by init.c) */
 extern bool (*rewrite_own_sigtrap)(void) DT_HIDDEN;
-bool rewrite_site(struct dt_thread *t, uintptr_t site, const greg_t *g) DT_HIDDEN;
-bool rewrite_is_retrap(uintptr_t site) DT_HIDDEN;
+/* What a trap at a site found and did (rewrite_site) */
+enum site_trap {
+	TRAP_REWROTE,           /* the site is rewritten now, by this trap */
+	TRAP_AT_REWRITTEN,      /* rewritten before this trap was handled: a call
+				 * the trampoline sent back to the kept `syscall`,
+				 * a thread between the moved instruction and the
+				 * `syscall` when the jump was stored, or a trap
+				 * whose site a nested trap (a signal handler's
+				 * call) or another thread rewrote meanwhile */
+	TRAP_LEFT_TRAPPING,     /* a refused site, another patch under way, or
+				 * rewrite mode off */
+};
+enum site_trap rewrite_site(struct dt_thread *t, uintptr_t site, const greg_t *g) DT_HIDDEN;
 /* A thread met the int3 of a site being patched: sent on (true), or not ours. */
 bool rewrite_int3(ucontext_t *uc) DT_HIDDEN;
 struct json;

@@ -4,7 +4,10 @@
  * Hand-over through struct mailbox (thread.h): the detached thread writes
  * the call and bumps req_seq; the proxy sees it, runs the call, writes ret
  * and bumps done_seq.  Both sides wait by polling, so the detached thread
- * never enters the kernel to wake its proxy or to wait for it.
+ * never enters the kernel to wait for its proxy, nor to wake it but after
+ * a pause of ADAPTIVE_SLEEP_AFTER_NS without a call, when an adaptive proxy
+ * sleeps in the kernel (sleep_until_called) and the pause's first call costs
+ * the detached thread one futex wake.
  *
  * Signals: a proxy blocks every signal but SIGSYS (the runtime's interrupt)
  * and glibc's SIGSETXID, so the program's handlers never run on it and
@@ -18,6 +21,7 @@
 #include "runtime/sud.h"
 
 #include <errno.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -28,8 +32,9 @@
 #define SIGSETXID 33                  /* glibc's __SIGRTMIN + 1 */
 #define ADAPTIVE_SPIN_NS 100000       /* spin this long after each call ... */
 #define ADAPTIVE_SHORT_NS 50000       /* ... then poll every 50 us ... */
-#define ADAPTIVE_SHORT_FOR_NS 10000000 /* ... for 10 ms, then every 1 ms */
+#define ADAPTIVE_SHORT_FOR_NS 10000000 /* ... for 10 ms, then every 1 ms ... */
 #define ADAPTIVE_LONG_NS 1000000
+#define ADAPTIVE_SLEEP_AFTER_NS 100000000 /* ... and after 100 ms, sleep until called */
 
 __thread bool dt_is_proxy DT_HIDDEN;
 static __thread struct dt_thread *proxy_of;
@@ -170,7 +175,16 @@ long proxy_forward(struct dt_thread *t, long nr, const long a[6])
 	mb->nr = nr;
 	for (int i = 0; i < 6; i++)
 		mb->args[i] = a[i];
-	publish(&mb->req_seq, seq);
+	/* Sequentially consistent (xchg): the store must be visible before
+	 * proxy_asleep is read, as the proxy's store of proxy_asleep is before
+	 * its read of req_seq (sleep_until_called): one of the two sees the
+	 * other's, so a proxy never sleeps on a request nobody wakes it for.
+	 * It also orders the argument stores before it, as publish() does. */
+	atomic_store_explicit((_Atomic uint64_t *)&mb->req_seq, seq, memory_order_seq_cst);
+	if (mb->proxy_asleep)
+		/* the first call after a long pause: a kernel entry here, once
+		 * (the proxy clears the flag before it answers) */
+		sys_call3(SYS_futex, &mb->req_seq, FUTEX_WAKE_PRIVATE, 1);
 	uint64_t t0 = rdtsc(), off = 0; /* the wait is not the program's CPU time (cputime.c) */
 	r = wait_reply(t, seq, &off);
 	t->stats->waited += rdtsc() - t0 - off;
@@ -269,6 +283,28 @@ static void sleep_ns(long ns)
 	nanosleep(&ts, NULL);
 }
 
+/* An adaptive proxy idle for ADAPTIVE_SLEEP_AFTER_NS: no more polls that
+ * wake its CPU a thousand times a second and preempt whatever runs there
+ * (an MPI rank beside a detached one: docs/mpi.md); it sleeps in the kernel
+ * on the low half of req_seq (little-endian: the word's own address) until
+ * the detached thread's next request wakes it (proxy_forward).  The kernel
+ * compares the word with seen after it queued us, so a request published
+ * after our store of proxy_asleep either is seen there or sees the flag. */
+static void sleep_until_called(struct dt_thread *t, uint64_t seen)
+{
+	struct mailbox *mb = &t->mb;
+
+	atomic_store_explicit((_Atomic uint32_t *)&mb->proxy_asleep, 1, memory_order_seq_cst);
+	if (observe(&mb->req_seq) == seen)
+		/* returns on a wake, on a changed word (EAGAIN), and on a
+		 * signal (EINTR: an interrupt, glibc's SIGSETXID): the caller
+		 * looks at req_seq again */
+		sys_call4(SYS_futex, &mb->req_seq, FUTEX_WAIT_PRIVATE, (uint32_t)seen, NULL);
+	/* before the call is answered: the detached thread's next request
+	 * reads it after it saw the reply */
+	atomic_store_explicit((_Atomic uint32_t *)&mb->proxy_asleep, 0, memory_order_relaxed);
+}
+
 static uint64_t wait_request(struct dt_thread *t, uint64_t seen)
 {
 	uint64_t seq;
@@ -289,7 +325,10 @@ static uint64_t wait_request(struct dt_thread *t, uint64_t seen)
 		idle = monotonic_ns() - start;
 		if (idle < ADAPTIVE_SPIN_NS)
 			continue;
-		sleep_ns(idle < ADAPTIVE_SHORT_FOR_NS ? ADAPTIVE_SHORT_NS : ADAPTIVE_LONG_NS);
+		if (idle >= ADAPTIVE_SLEEP_AFTER_NS)
+			sleep_until_called(t, seen);
+		else
+			sleep_ns(idle < ADAPTIVE_SHORT_FOR_NS ? ADAPTIVE_SHORT_NS : ADAPTIVE_LONG_NS);
 	}
 	return seq;
 }
@@ -302,6 +341,10 @@ static void *proxy_main(void *arg)
 	 * request its predecessor took */
 	uint64_t seen = observe(&mb->req_seq);
 	sigset_t mask;
+
+	/* a forked child's copy of a parent's sleeping proxy's flag: its
+	 * detached thread would wake us on every call */
+	mb->proxy_asleep = 0;
 
 	/* Born where its creator runs (the detached CPU, perhaps inside the
 	 * partition): first of all, off to the housekeeping CPUs. */

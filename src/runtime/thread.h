@@ -31,6 +31,10 @@ struct mailbox {
 	_Alignas(64)
 	volatile uint64_t done_seq;     /* proxy -> detached thread */
 	long ret;
+	/* an adaptive proxy idle for long sleeps in the kernel on req_seq's low
+	 * half until the next request wakes it (proxy.c, sleep_until_called):
+	 * here, on the line the detached thread reads anyway while it waits */
+	volatile uint32_t proxy_asleep;
 	volatile uint64_t intr_ack;     /* intr_sent as last seen by the proxy's handler */
 	volatile int32_t raised;        /* a signal the call raised on the proxy (SIGPIPE...) */
 	_Alignas(64)

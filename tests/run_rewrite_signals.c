@@ -99,6 +99,8 @@ static int one_run(char *self, bool detached, const char *stats, char *out, size
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		long left = RUN_LIMIT_MS - ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
 		if (left <= 0 || poll(&pf, 1, (int)left) <= 0) {
+			fprintf(stderr, "a run did not end within %d ms:\n", RUN_LIMIT_MS);
+			t_print_threads(p);
 			kill(p, SIGKILL);
 			waitpid(p, &st, 0);
 			close(fd[0]);

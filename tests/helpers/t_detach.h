@@ -152,6 +152,43 @@ static inline int t_task_file(pid_t tid, const char *file, char *buf, size_t len
 	return 0;
 }
 
+/* Where every thread of process pid is, on stderr: for a run that hung,
+ * before it is killed.  Per thread its name, state, the system call it is in
+ * (/proc's syscall: number, arguments, sp, pc; "running" in user space) and
+ * its kernel wait channel. */
+static inline void t_print_threads(pid_t pid)
+{
+	char dir[64], path[352], buf[512];
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+	if (!(d = opendir(dir)))
+		return;
+	while ((e = readdir(d))) {
+		static const char *const files[] = { "comm", "stat", "syscall", "wchan" };
+		if (e->d_name[0] == '.')
+			continue;
+		fprintf(stderr, "pid %d tid %s:", (int)pid, e->d_name);
+		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+			snprintf(path, sizeof(path), "%s/%s/%s", dir, e->d_name, files[i]);
+			int fd = open(path, O_RDONLY);
+			ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+			if (fd >= 0)
+				close(fd);
+			buf[n > 0 ? n : 0] = '\0';
+			buf[strcspn(buf, "\n")] = '\0';
+			if (i == 1 && strrchr(buf, ')')) {   /* stat: the state, after the name */
+				char state = strrchr(buf, ')')[2];
+				snprintf(buf, sizeof(buf), "%c", state);
+			}
+			fprintf(stderr, " %s=%s", files[i], buf);
+		}
+		fputc('\n', stderr);
+	}
+	closedir(d);
+}
+
 /* The value after "key:" (status, io, sched) in /proc/self/task/TID/FILE. */
 static inline long long t_task_value(pid_t tid, const char *file, const char *key)
 {

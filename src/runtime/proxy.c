@@ -188,7 +188,14 @@ long proxy_forward(struct dt_thread *t, long nr, const long a[6])
 	uint64_t t0 = rdtsc(), off = 0; /* the wait is not the program's CPU time (cputime.c) */
 	r = wait_reply(t, seq, &off);
 	t->stats->waited += rdtsc() - t0 - off;
-	mb->intr = INTR_NONE;
+	/* Cleared only where set (a handler's interrupt): the proxy reads
+	 * this line at every call (sys_proxy_call's check), so a store here
+	 * at every call took it from the proxy's cache and back, a third
+	 * cache line crossing the CPUs per call beside the mailbox's two.
+	 * Only this thread writes intr (send_interrupt, from wait_reply or
+	 * proxy_abandoned), so the read sees its last store. */
+	if (mb->intr != INTR_NONE)
+		mb->intr = INTR_NONE;
 	/* ours: once depth is down, a handler's call may reuse the mailbox,
 	 * and the proxy may write its own raised signal's info */
 	raised = mb->raised;

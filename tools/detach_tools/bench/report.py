@@ -3,6 +3,7 @@ statistic comes from the measurement programs' own "stats")."""
 from __future__ import annotations
 
 import os
+import statistics
 from collections.abc import Callable
 
 from .. import plots
@@ -39,6 +40,35 @@ def cells_for(doc: JsonObj, load: str, prog: str, cfg: str) -> list[JsonObj]:
     """The cells of the tables: the untraced twins of --trace-overhead apart."""
     return [c for c in doc["cells"] if c["load"] == load and c["program"] == prog
             and c["config"] == cfg and not c.get("trace_off")]
+
+
+def median_vs_floor(doc: JsonObj, loads: list[str], cfgs: list[str], w: Callable[[str], None]) -> None:
+    """The control loop's median |deviation| in each repetition and its ratio
+    to the floor's in the same repetition (configurations run interleaved
+    within one), then the median over the repetitions: issue 27's measure of
+    a timed wait against a bare TSC spin."""
+    rows = []
+    for l in loads:
+        floor = {c["rep"]: c["result"]["stats"]["median_abs"] for c in cells_for(doc, l, "ctlloop", "floor")
+                 if c["status"] == "ok"}
+        for cfg in cfgs:
+            per = sorted((c["rep"], c["result"]["stats"]["median_abs"]) for c in cells_for(doc, l, "ctlloop", cfg)
+                         if c["status"] == "ok")
+            if not per:
+                continue
+            ratios = [m / floor[r] for r, m in per if floor.get(r)]
+            rows.append(f"| {l} | {cfg} | {' / '.join(str(m) for _, m in per)} | "
+                        f"{statistics.median(m for _, m in per):g} | "
+                        f"{' / '.join(f'{x:.3g}' for x in ratios) or '-'} | "
+                        f"{f'{statistics.median(ratios):.3g}' if ratios else '-'} |")
+    if rows:
+        w("Control loop, median |deviation| per repetition (cycles) and its ratio to the floor's "
+          "in the same repetition; the median over the repetitions\n")
+        w("| load | config | median abs per repetition | median | / floor per repetition | median / floor |")
+        w("|---|---|---|---|---|---|")
+        for r in rows:
+            w(r)
+        w("")
 
 
 def steal_pct(doc: JsonObj, load: str, prog: str, cfg: str) -> str:
@@ -214,6 +244,7 @@ def summary(doc: JsonObj) -> str:
                       f"{st['p2p_pct']:.3g}% | {st['p999_abs']} | {st['p99_abs']} | {st['median_abs']} | "
                       f"{steal_pct(doc, l, 'ctlloop', c)} |")
         w("")
+        median_vs_floor(doc, loads, cfgs, w)
         steps = sorted({c["result"]["params"]["tsc_step"] for c in doc["cells"]
                         if c["program"] == "ctlloop" and c["status"] == "ok"
                         and c["result"]["params"].get("tsc_step")})

@@ -172,7 +172,9 @@ class Bench:
                  trace_off: bool = False) -> JsonObj:
         cell: JsonObj = {"load": load.name, "rep": rep, "program": prog, "config": cfg,
                 "in_partition": False, "status": "ok"}
-        if trace_off:
+        if trace_off and self.a.trace_overhead:
+            # the untraced twin, which the tables leave out (report.cells_for);
+            # with --no-trace every cell is untraced and every one counts
             cell["trace_off"] = True
         if cfg == "detached" and not self.detach_ok:
             cell.update(status="unavailable", reason=self.detach_why)
@@ -185,7 +187,8 @@ class Bench:
         cmd = self.command(prog, cfg, out)
         tr = None
         if trace_off:
-            pass
+            if not self.a.trace_overhead:
+                cell["trace"] = {"traced": False, "why": "--no-trace"}
         elif cfg == "linux":
             cell["trace"] = {"traced": False, "why": "not pinned to the measured CPU"}
         elif prog == M.PROGRAM:   # mpirun starts it: the pid is not the program's

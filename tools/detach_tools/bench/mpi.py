@@ -34,7 +34,9 @@ FIFO = ["chrt", "-f", "10"]
 # ms by default while a rank waits in a collective.  On a detached rank
 # each is a forwarded call, and each keeps an adaptive proxy in its 50 us
 # polling phase for 10 ms: it woke ~7,700 times a second on the
-# housekeeping CPU and preempted the rank there as often (/proc/PID/task/TID/status; 1,300/s with this setting).
+# housekeeping CPU and preempted the rank there as often (/proc/PID/task/TID/status; with
+# this setting ~230/s, the 100 ms of polls after each once-a-second poll: an
+# adaptive proxy idle for 100 ms sleeps until called, docs/runtime.md).
 # Shared memory needs no event loop, TCP's BTL polls its sockets in every
 # progress call anyway: once a second is enough.  The same in every
 # configuration, so that they differ only in how the measured rank runs

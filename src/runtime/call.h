@@ -47,10 +47,17 @@ static inline long local_call(struct dt_thread *t, long nr, const long a[6])
 
 /* A forwarded call in flight whose wait a handler longjmp'd out of: the
  * proxy is told to cancel it.  Below the waiting frame (stacks grow down) is
- * a handler that runs on top of the wait; above it, code that left it. */
+ * a handler that runs on top of the wait; at it or above it, code that left
+ * it.  At it: proxy_forward is often a tail call (dt_dispatch's `jmp
+ * proxy_forward`), so its frame is where its caller's was, and the next call
+ * through the same path (rewrite mode's trampoline starts every call at the
+ * same stack top) has exactly that frame; a handler on top of the wait runs
+ * below wait_reply's frame, strictly below.  Missed, the abandoned call stayed
+ * in the proxy (a read that took the data written after it) while every
+ * later call ran on this thread: run_signals' read timeout hung. */
 static inline __attribute__((always_inline)) void forget_abandoned(struct dt_thread *t)
 {
-	if (t->depth > 0 && (uintptr_t)__builtin_frame_address(0) > t->wait_frame)
+	if (t->depth > 0 && (uintptr_t)__builtin_frame_address(0) >= t->wait_frame)
 		proxy_abandoned(t);
 }
 

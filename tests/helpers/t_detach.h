@@ -155,7 +155,7 @@ static inline int t_task_file(pid_t tid, const char *file, char *buf, size_t len
 /* Where every thread of process pid is, on stderr: for a run that hung,
  * before it is killed.  Per thread its name, state, the system call it is in
  * (/proc's syscall: number, arguments, sp, pc; "running" in user space) and
- * its kernel wait channel. */
+ * its kernel wait channel; then gdb's backtraces, where gdb is installed. */
 static inline void t_print_threads(pid_t pid)
 {
 	char dir[64], path[352], buf[512];
@@ -187,6 +187,14 @@ static inline void t_print_threads(pid_t pid)
 		fputc('\n', stderr);
 	}
 	closedir(d);
+	/* a thread spinning in user space shows only "running": where it
+	 * spins, from gdb's backtraces where gdb is installed */
+	char cmd[200];
+	snprintf(cmd, sizeof(cmd), "command -v gdb >/dev/null && timeout 30 gdb -p %d -batch "
+		 "-ex 'thread apply all bt 12' 2>&1 | grep -E '^(#|Thread)' >&2", (int)pid);
+	fflush(stderr);
+	if (system(cmd) < 0)
+		fprintf(stderr, "cannot run gdb\n");
 }
 
 /* The value after "key:" (status, io, sched) in /proc/self/task/TID/FILE. */

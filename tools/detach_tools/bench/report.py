@@ -45,8 +45,8 @@ def cells_for(doc: JsonObj, load: str, prog: str, cfg: str) -> list[JsonObj]:
 def median_vs_floor(doc: JsonObj, loads: list[str], cfgs: list[str], w: Callable[[str], None]) -> None:
     """The control loop's median |deviation| in each repetition and its ratio
     to the floor's in the same repetition (configurations run interleaved
-    within one), then the median over the repetitions: issue 27's measure of
-    a timed wait against a bare TSC spin."""
+    within one), then the median over the repetitions: how far a timed wait
+    stays from a bare TSC spin."""
     rows = []
     for l in loads:
         floor = {c["rep"]: c["result"]["stats"]["median_abs"] for c in cells_for(doc, l, "ctlloop", "floor")

@@ -26,7 +26,9 @@ struct wait_record {
 	long clk;
 	struct timespec *rem;           /* NULL: none, or an absolute sleep */
 	uint64_t deadline;
-	uintptr_t rip;                  /* the program's, after its `syscall` (trapped) */
+	uintptr_t rip;                  /* the program's, after its `syscall`: where a trapped
+					 * sleep resumes; a rewritten site's, whose code
+					 * dt_wait_end touches before the last stretch */
 	uintptr_t ret_to;               /* the rewritten site's stub's return address,
 					 * whose return dt_wait_end rehearses; 0: none */
 	uint64_t tsc_end;               /* where the last stretch ends (timed_wait_approach) */

@@ -128,6 +128,32 @@ dt_wait_end:
 	subq $3, %rcx
 	jmp *%rcx                       /* the stub: call *%r11 */
 3:	addq $8, %rsp                   /* its return address, which we do not use */
+	/* Touch the way back.  What runs after the last stretch was last run
+	 * a period ago, and an interrupt during the wait evicts L1 and the
+	 * TLBs: each line of it fetched again costs the wake-up tens of
+	 * cycles, paid after the deadline, in the periods the tick hit.  So
+	 * fetch them now, about 2 us before the deadline, where an interrupt
+	 * is rare: its code (timed_wait_finish, dt_wait_ended, the
+	 * trampoline's tail at r13, the site's code after its `syscall`, in
+	 * W_RIP) and its data (the trampoline's frame at rbp, the flags and
+	 * the stub's return address at F = 8(%rbp), the program's stack above
+	 * them; ret_to is set only by the trampoline's tail, whose frame is
+	 * at rbp: trampoline.S).  A prefetch takes no fault and changes no register but the
+	 * one we load F into; the stub's line is fresh from the rehearsal. */
+	prefetcht0 timed_wait_finish(%rip)
+	prefetcht0 timed_wait_finish+64(%rip)
+	prefetcht0 dt_wait_ended(%rip)
+	prefetcht0 (%r13)
+	prefetcht0 64(%r13)
+	prefetcht0 -72(%rbp)
+	prefetcht0 8(%rbp)
+	movq W_RIP(%r12), %rax
+	prefetcht0 (%rax)
+	prefetcht0 64(%rax)
+	movq 8(%rbp), %rax              /* F */
+	prefetcht0 (%rax)
+	prefetcht0 16+RED_ZONE(%rax)    /* the program's rsp */
+	prefetcht0 16+RED_ZONE+64(%rax)
 	movq W_TSC_END(%r12), %rcx
 	/* The last stretch: as the runtime's other waits, a handler that ran
 	 * (intr_signo) ends it; timed_wait_finish then says EINTR.  rax: the
@@ -149,6 +175,7 @@ dt_wait_end:
 	.size dt_wait_end, .-dt_wait_end
 
 	.text
+	.p2align 4                      /* its 10 bytes in one cache line, which dt_wait_end touches */
 	.type dt_wait_ended,@function
 dt_wait_ended:
 	/* See above: the wait is over.  At any depth: the waits before consume

@@ -1027,6 +1027,7 @@ static long dispatch_sleep(struct dt_thread *t, long nr, long *args, uintptr_t r
 		/* a stub's `ret` (the trampoline has checked), after the
 		 * `call *%r11` the rehearsal executes */
 		tail->ret_to = rehearse_returns ? ret : 0;
+		tail->rip = stub_site_end(ret);    /* whose code dt_wait_end touches */
 	}
 	t->wait_tail = tail;
 	r = dt_dispatch(t, nr, args, stub_site_end(ret), NULL);

@@ -143,13 +143,33 @@ dt_trampoline_entry:
 	leaq F_REST(%rbp), %r12           /* the record */
 	leaq .Lwaited(%rip), %r13
 	jmp dt_wait_end
+	.p2align 6
 .Lwaited:
 	movq %rax, -72(%rbp)
 	popq %r13
 	popq %r13
 	popq %r12
 	popq %rbx
-	jmp .Lrestore
+	/* on into .Lrestore: the wait's way back is .Lwaited and .Lrestore,
+	 * two cache lines from r13 that dt_wait_end touches before the
+	 * deadline */
+.Lrestore:
+	movq -48(%rbp), %rdi
+	movq -40(%rbp), %rsi
+	movq -32(%rbp), %rdx
+	movq -24(%rbp), %r10
+	movq -16(%rbp), %r8
+	movq -8(%rbp), %r9
+	cmpq $0, -64(%rbp)
+	jne .Lretrap_from_frame
+	movq -72(%rbp), %rax
+	movq %rbp, %rsp
+	popq %rbp
+	popq %rsp                       /* F, on the program's stack */
+	movq (%rsp), %r11               /* r11 as the kernel leaves it: the flags */
+	popfq
+	ret                             /* to the stub, which sets rcx and rsp */
+
 .Lsave_vectors:
 	andq $-64, %rsp                 /* xsave wants 64-byte alignment */
 	subq dt_xsave_size(%rip), %rsp
@@ -175,22 +195,7 @@ dt_trampoline_entry:
 	movl $-1, %eax
 	movl $-1, %edx
 	xrstor (%rsp)
-.Lrestore:
-	movq -48(%rbp), %rdi
-	movq -40(%rbp), %rsi
-	movq -32(%rbp), %rdx
-	movq -24(%rbp), %r10
-	movq -16(%rbp), %r8
-	movq -8(%rbp), %r9
-	cmpq $0, -64(%rbp)
-	jne .Lretrap_from_frame
-	movq -72(%rbp), %rax
-	movq %rbp, %rsp
-	popq %rbp
-	popq %rsp                       /* F, on the program's stack */
-	movq (%rsp), %r11               /* r11 as the kernel leaves it: the flags */
-	popfq
-	ret                             /* to the stub, which sets rcx and rsp */
+	jmp .Lrestore
 
 .Lretrap_from_frame:
 	movq -56(%rbp), %rax            /* nr */

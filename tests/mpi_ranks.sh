@@ -6,18 +6,22 @@
 # there (the kernel's last CPU), its writes are the proxy's (syscw), MPI's
 # own threads and the other rank stay off CPU 1; too many ranks is one error
 # naming the numbers; `mpirun -np 1 detach run -- app` works unaided.
+# MPICH over TCP can hang in MPI_Finalize natively too (docs/mpi.md, MPICH's
+# finalize race): such a run is recognized by the kernel's evidence
+# (tests/mpi/finalize_race.py) and run again, at most 5 times in all.
 # bench/fwq_mpi: its JSON agrees with its raw samples, bad input is refused.
 # Detached over shared memory with the settings `detach bench` passes
 # (bench/mpi.py OMPI_SETTINGS), Open MPI's progress engine forwards no
 # poll() per iteration (libevent's tick; docs/mpi.md).
-# Timeout: 240
+# Timeout: 300
 . "$(dirname "$0")/helpers/lib.sh"
 t_need_cpus 2
 for c in mpicc.openmpi mpirun.openmpi mpicc.mpich mpirun.mpich; do
 	command -v $c >/dev/null || t_skip "$c is missing (tools/install-deps.sh installs Open MPI and MPICH)"
 done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1   # CI runs as root
-src=$(dirname "$0")/mpi/collectives.c
+mpidir=$(dirname "$0")/mpi race_hangs=0
+src=$mpidir/collectives.c
 mpicc.openmpi -O2 -o "$T_TMP/app-openmpi" "$src" || t_fail "mpicc.openmpi"
 mpicc.mpich -O2 -o "$T_TMP/app-mpich" "$src" || t_fail "mpicc.mpich"
 
@@ -28,6 +32,53 @@ launcher() {
 	openmpi) echo "mpirun.openmpi --oversubscribe" ;;
 	mpich) echo "mpirun.mpich" ;;
 	esac
+}
+
+# job WHAT OUT ERR CMD...: runs the mpirun command CMD (stdout to OUT,
+# stderr to ERR) and returns its status.  Debian's MPICH 4.0 over UCX 1.13's
+# TCP hangs in MPI_Finalize, natively in about 2% of runs here and detached
+# (the slower rank) in about 14% beside a CPU hog (docs/mpi.md): an MPICH/TCP
+# run still going after 15 s (a normal one takes 1-2 s beside a CPU hog) is
+# looked at every 5 s; when the kernel shows that race (finalize_race.py) it
+# is killed and run again, at most 5 times in all; still going after 120 s
+# without it, it fails.
+job() {
+	local what=$1 out=$2 err=$3 try pid n ranks p t
+	shift 3
+	if [ "$impl/$transport" != mpich/tcp ]; then
+		"$@" >"$out" 2>"$err"
+		return
+	fi
+	for try in 1 2 3 4 5; do
+		# its own session, so that the SIGTERM is mpirun's alone (it ends the ranks)
+		setsid "$@" >"$out" 2>"$err" & pid=$!
+		for ((n = 1; n <= 1200; n++)); do
+			sleep 0.1
+			kill -0 $pid 2>/dev/null || { wait $pid; return; }
+			[ $n -ge 150 ] && [ $((n % 50)) = 0 ] || continue
+			# the ranks: the children of mpirun's hydra_pmi_proxy
+			ranks=$(for p in $(pgrep -P $pid); do pgrep -P "$p"; done)
+			# shellcheck disable=SC2086 # pids are words
+			"$PY" "$mpidir/finalize_race.py" $ranks && break
+		done
+		if [ $n -gt 1200 ]; then
+			t_fail "$what: still going after 120 s, not in MPICH's finalize race; its ranks' threads:"
+			for p in $ranks; do
+				for t in /proc/$p/task/*; do
+					echo "  $p ${t##*/} $(cat "$t/comm") wchan=$(cat "$t/wchan") syscall=$(cat "$t/syscall")"
+				done
+			done 2>/dev/null
+			kill -TERM $pid
+			wait $pid
+			return 124
+		fi
+		echo "$what: attempt $try hung in MPICH's finalize race (it does natively too); run again"
+		race_hangs=$((race_hangs + 1))
+		kill -TERM $pid
+		wait $pid
+	done
+	t_fail "$what: hung in MPICH's finalize race 5 times in a row"
+	return 124
 }
 
 # check_evidence DIR RANK: the detached rank's own file
@@ -61,16 +112,17 @@ for impl in openmpi mpich; do
 		mpich/tcp) env=(MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self) ;;
 		esac
 		d=$T_TMP/$impl-$transport; mkdir -p "$d/ev"
-		env "${env[@]}" $mpirun -np 2 "$app" - 5 >"$d/native.out" 2>"$d/native.err"; rc_n=$?
-		env "${env[@]}" $mpirun -np 2 "$DETACH" run -c 1 --oversubscribe -- "$app" - 5 \
-			>"$d/detached.out" 2>"$d/detached.err"; rc_d=$?
+		job "$what native" "$d/native.out" "$d/native.err" env "${env[@]}" $mpirun -np 2 "$app" - 5; rc_n=$?
+		job "$what detached" "$d/detached.out" "$d/detached.err" \
+			env "${env[@]}" $mpirun -np 2 "$DETACH" run -c 1 --oversubscribe -- "$app" - 5; rc_d=$?
 		echo "$what: exit native $rc_n, detached $rc_d"
 		[ $rc_n -eq $rc_d ] || t_fail "$what: exit status $rc_d detached, $rc_n native"
 		grep -q "^ranks 2" "$d/native.out" || t_fail "$what: the native run printed no result"
 		cmp -s "$d/native.out" "$d/detached.out" || { t_fail "$what: outputs differ"; diff "$d/native.out" "$d/detached.out"; }
 		# one warning names the undetached rank
 		[ "$(grep -c 'runs undetached' "$d/detached.err")" = 1 ] || t_fail "$what: not one oversubscribe warning"
-		env "${env[@]}" $mpirun -np 2 "$DETACH" run -c 1 --oversubscribe -- "$app" "$d/ev" >/dev/null 2>&1 ||
+		job "$what evidence" /dev/null /dev/null \
+			env "${env[@]}" $mpirun -np 2 "$DETACH" run -c 1 --oversubscribe -- "$app" "$d/ev" ||
 			t_fail "$what: the detached run with evidence failed"
 		check_detached "$d/ev" 1 "$what"
 		c0=$(awk '$1=="cpu"{print $2}' "$d/ev/rank-0.txt" 2>/dev/null)
@@ -135,4 +187,5 @@ print(json.load(open(sys.argv[1]))["threads"][0]["syscalls"].get("poll", 0))' "$
 else
 	t_fail "$fwq_mpi was not built though Open MPI's mpicc is there"
 fi
+echo "MPICH/TCP runs hung in MPICH's finalize race and run again: $race_hangs"
 t_done

@@ -41,6 +41,7 @@ need=(
 	automake:automake
 	mkfs.ext4:e2fsprogs
 	losetup:mount
+	pgrep:procps
 )
 missing=()
 for pair in "${need[@]}"; do

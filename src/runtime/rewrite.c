@@ -901,6 +901,13 @@ enum site_trap rewrite_site(struct dt_thread *t, uintptr_t site, const greg_t *g
 			break;
 		}
 	}
+	/* Another thread that trapped at the same site may have rewritten it
+	 * since our first look: it adds the site to patched before it changes
+	 * a byte, so a snapshot that read its int3 or jump (and found "no
+	 * instruction to move") finds it there now.  Such a site is rewritten,
+	 * not refused: counted once, as the trap of a rewritten site. */
+	if (table_has(patched, site))
+		return TRAP_AT_REWRITTEN;
 	if ((r = table_add(refused, NULL, site, 0)) >= 0) {
 		__atomic_fetch_add(&refused_traps[r], 1, __ATOMIC_RELAXED);
 		log_site(site, kind, why);

@@ -14,6 +14,7 @@
  *
  * What the assembly assumes beyond a value (the width of the instruction
  * that reads a field) is asserted here too, next to the value. */
+#include "runtime/call.h"
 #include "runtime/clock.h"
 #include "runtime/rewrite.h"
 #include "runtime/sys.h"
@@ -79,4 +80,15 @@ void asm_offsets(void)
 
 	/* the kernel's signal frame: rax of a ucontext_t (stubs.S's vfork parent) */
 	DEFINE(UC_RAX, offsetof(ucontext_t, uc_mcontext.gregs[REG_RAX]));
+	/* dt_app_restorer (stubs.S): the frame's rip, the siginfo after the
+	 * kernel's ucontext, and its CFI, which names each register's slot
+	 * with literal bytes (DWARF's sleb128 of these offsets) */
+	DEFINE(UC_RIP, offsetof(ucontext_t, uc_mcontext.gregs[REG_RIP]));
+	DEFINE(KUC_SIZE, KERNEL_UCONTEXT_SIZE);
+	_Static_assert(offsetof(ucontext_t, uc_mcontext.gregs[REG_R8]) == 40 &&
+		       offsetof(ucontext_t, uc_mcontext.gregs[REG_RDI]) == 104 &&
+		       offsetof(ucontext_t, uc_mcontext.gregs[REG_RSP]) == 160 &&
+		       offsetof(ucontext_t, uc_mcontext.gregs[REG_RIP]) == 168, "stubs.S: dt_app_restorer's CFI");
+	DEFINE(T_HANDLER_RETURNS, offsetof(struct dt_thread, handler_returns));
+	_Static_assert(FIELD_SIZE(struct dt_thread, handler_returns) == 4, "stubs.S: incl");
 }

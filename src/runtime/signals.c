@@ -55,6 +55,37 @@ static _Atomic uint64_t siginfo_added;
 #define KEPT_SA_FLAGS (SA_NOCLDSTOP | SA_NOCLDWAIT | SA_SIGINFO | 0x800 /* SA_EXPOSE_TAGBITS */ | \
 		       SA_RESTORER | SA_ONSTACK | SA_RESTART | SA_NODEFER | SA_RESETHAND)
 
+/* ---- the program's handlers return without a trap ------------------------ */
+
+/* A handler's return through the program's restorer traps (glibc's
+ * __restore_rt lies outside the allowed range), and the kernel writes that
+ * trap's SIGSYS frame below the handler's frame: on the program's alternate
+ * stack when the handler runs there, which natively the return never
+ * writes (stubs.S, dt_app_restorer, says what broke).  So the kernel is
+ * given the runtime's restorer, which does the same without a trap, in
+ * place of the program's when the program's is the plain one: exactly
+ * `mov $15,%rax; syscall` (glibc's, musl's, Go's), which nothing but
+ * rt_sigreturn can tell from ours.  Any other restorer stays, and its
+ * rt_sigreturn traps (do_sigreturn).  The program is told its own
+ * (app_restorer, by signal; NULL: not replaced).  An action read by a
+ * thread the runtime does not handle shows ours, which works as the
+ * program's wherever it is installed again. */
+static void *_Atomic app_restorer[65];
+
+static void *restorer_for(const struct ksigaction *act)
+{
+	static const uint8_t plain[9] = { 0x48, 0xc7, 0xc0, 0x0f, 0, 0, 0, 0x0f, 0x05 };
+	uint8_t code[sizeof(plain)];
+
+	if (act->handler == SIG_DFL || act->handler == SIG_IGN || !(act->flags & SA_RESTORER))
+		return act->restorer;
+	if (act->restorer == (void *)dt_app_restorer)
+		return act->restorer;
+	if (copy_from_user(code, act->restorer, sizeof(code)) || memcmp(code, plain, sizeof(plain)))
+		return act->restorer;
+	return (void *)dt_app_restorer;
+}
+
 /* ---- SIGSEGV and SIGBUS: the runtime's accesses to the program's memory - */
 
 /* The runtime reads and writes the program's memory through uaccess.S,
@@ -84,7 +115,7 @@ static void fault_action(const struct ksigaction *app, struct ksigaction *k)
 	k->handler = (void *)fault_handler;
 	k->flags = SA_SIGINFO | SA_RESTORER |
 		   (h ? app->flags & (SA_ONSTACK | SA_NODEFER | SA_RESTART) : SA_ONSTACK);
-	k->restorer = h && (app->flags & SA_RESTORER) ? app->restorer : (void *)sys_sigreturn_restorer;
+	k->restorer = h && (app->flags & SA_RESTORER) ? restorer_for(app) : (void *)sys_sigreturn_restorer;
 	k->mask = h ? app->mask & ~kept_open() : 0;
 }
 
@@ -161,6 +192,7 @@ long do_sigaction(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	struct ksigaction act, *old = (struct ksigaction *)a[2];
 	uint64_t bit = a[0] >= 1 && a[0] <= 64 ? 1ull << (a[0] - 1) : 0;
 	bool added_before = atomic_load(&siginfo_added) & bit, add = false;
+	void *restorer_before = bit ? atomic_load(&app_restorer[a[0]]) : NULL, *app_rest = NULL;
 	long b[6], ret;
 
 	(void)uc;
@@ -185,6 +217,11 @@ long do_sigaction(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 		add = act.handler != SIG_DFL && act.handler != SIG_IGN && !(act.flags & SA_SIGINFO);
 		if (add)
 			act.flags |= SA_SIGINFO;
+		app_rest = act.restorer;
+		if ((act.restorer = restorer_for(&act)) != (void *)dt_app_restorer)
+			app_rest = NULL;
+		else if (app_rest == (void *)dt_app_restorer)
+			app_rest = restorer_before;     /* ours, read back and installed again */
 		b[1] = (long)&act;
 	}
 	ret = forward(t, nr, b);
@@ -193,7 +230,11 @@ long do_sigaction(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	/* the kernel has just written *old: it is writable */
 	if (old && added_before)
 		old->flags &= ~(unsigned long)SA_SIGINFO;
+	if (old && restorer_before && old->restorer == (void *)dt_app_restorer)
+		old->restorer = restorer_before;
 	if (a[1]) {
+		if (bit)
+			atomic_store(&app_restorer[a[0]], app_rest);
 		if (add)
 			atomic_fetch_or(&siginfo_added, bit);
 		else

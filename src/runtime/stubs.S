@@ -58,6 +58,81 @@ sys_sigreturn_restorer:
 	ud2
 	.size sys_sigreturn_restorer, .-sys_sigreturn_restorer
 
+/* The sa_restorer of the program's handlers (signals.c, restorer_for):
+ * the kernel enters here with rsp at the handler's frame's ucontext, as it
+ * enters glibc's __restore_rt, and rt_sigreturn runs here, in the allowed
+ * range, without a trap.  A trapped rt_sigreturn would need a SIGSYS frame
+ * below the handler's, on the program's alternate stack: room a stack
+ * sized for one frame lacks (8 KiB: LTP's sigaltstack01), and a write the
+ * program does not expect, to a stack it may have made read-only while its
+ * handler ran (LTP's signal06); natively the return writes nothing.  So
+ * nothing here writes to the stack: registers only (rt_sigreturn restores
+ * them all from the frame), and the thread's record through dt_self.
+ * What do_sigreturn (signals.c) records of a return, recorded here:
+ *   handler_returns  a handler of the program returned (waits.c);
+ *   intr_signo       it ran on top of the wait for the proxy: the frame's
+ *                    rip is in the section detach_wait, its number in the
+ *                    siginfo after the kernel's ucontext (the action has
+ *                    SA_SIGINFO: do_sigaction makes sure of it).
+ * Unwinders (libgcc's, gdb's, glibc's backtrace in a handler) know a
+ * signal frame by glibc's CFI for __restore_rt or by its bytes: this has
+ * the same CFI (a signal frame, each register at its slot of the
+ * ucontext at rsp, the CFA at the saved rsp), from the `nop` before it,
+ * since they look a return address up at one byte before it. */
+	.p2align 4
+	.cfi_startproc simple
+	.cfi_signal_frame
+	/* DW_CFA_def_cfa_expression: *(rsp + 160), uc_mcontext's rsp */
+	.cfi_escape 0x0f, 0x04, 0x77, 0xa0, 0x01, 0x06
+	/* DW_CFA_expression REG: rsp + the slot of REG in uc_mcontext.gregs
+	 * (asm_offsets.c checks the offsets: r8 at 40 .. rip at 168) */
+	.cfi_escape 0x10, 0x08, 0x02, 0x77, 0x28               /* r8   40 */
+	.cfi_escape 0x10, 0x09, 0x02, 0x77, 0x30               /* r9   48 */
+	.cfi_escape 0x10, 0x0a, 0x02, 0x77, 0x38               /* r10  56 */
+	.cfi_escape 0x10, 0x0b, 0x03, 0x77, 0xc0, 0x00         /* r11  64 */
+	.cfi_escape 0x10, 0x0c, 0x03, 0x77, 0xc8, 0x00         /* r12  72 */
+	.cfi_escape 0x10, 0x0d, 0x03, 0x77, 0xd0, 0x00         /* r13  80 */
+	.cfi_escape 0x10, 0x0e, 0x03, 0x77, 0xd8, 0x00         /* r14  88 */
+	.cfi_escape 0x10, 0x0f, 0x03, 0x77, 0xe0, 0x00         /* r15  96 */
+	.cfi_escape 0x10, 0x05, 0x03, 0x77, 0xe8, 0x00         /* rdi 104 */
+	.cfi_escape 0x10, 0x04, 0x03, 0x77, 0xf0, 0x00         /* rsi 112 */
+	.cfi_escape 0x10, 0x06, 0x03, 0x77, 0xf8, 0x00         /* rbp 120 */
+	.cfi_escape 0x10, 0x03, 0x03, 0x77, 0x80, 0x01         /* rbx 128 */
+	.cfi_escape 0x10, 0x01, 0x03, 0x77, 0x88, 0x01         /* rdx 136 */
+	.cfi_escape 0x10, 0x00, 0x03, 0x77, 0x90, 0x01         /* rax 144 */
+	.cfi_escape 0x10, 0x02, 0x03, 0x77, 0x98, 0x01         /* rcx 152 */
+	.cfi_escape 0x10, 0x07, 0x03, 0x77, 0xa0, 0x01         /* rsp 160 */
+	.cfi_escape 0x10, 0x10, 0x03, 0x77, 0xa8, 0x01         /* rip 168 */
+	nop
+	.globl dt_app_restorer
+	.hidden dt_app_restorer
+	.type dt_app_restorer,@function
+dt_app_restorer:
+	movq dt_self@gottpoff(%rip), %rax
+	movq %fs:(%rax), %rax           /* t; NULL: a thread not detached */
+	testq %rax, %rax
+	jz 1f
+	incl T_HANDLER_RETURNS(%rax)
+	movq UC_RIP(%rsp), %rcx
+	leaq __start_detach_wait(%rip), %rdx
+	cmpq %rdx, %rcx
+	jb 1f
+	leaq __stop_detach_wait(%rip), %rdx
+	cmpq %rdx, %rcx
+	jae 1f
+	movl KUC_SIZE(%rsp), %ecx       /* si_signo */
+	leal -1(%rcx), %edx
+	cmpl $63, %edx                  /* 1..64, or the action had no SA_SIGINFO */
+	ja 1f
+	movl %ecx, T_INTR_SIGNO(%rax)
+1:	movl $NR_rt_sigreturn, %eax
+	syscall
+	ud2
+	.cfi_endproc
+	.size dt_app_restorer, .-dt_app_restorer
+	.hidden __start_detach_wait
+	.hidden __stop_detach_wait
+
 /* noreturn void sys_sigreturn_at(void *uc): rt_sigreturn reads the frame's
  * ucontext at rsp (the handler's `ret` has already popped pretcode). */
 	.globl sys_sigreturn_at

@@ -25,6 +25,9 @@ long sys_call6(long nr, long a1, long a2, long a3, long a4, long a5, long a6) DT
 #define sys_call4(nr, a, b, c, d)       sys_call6(nr, (long)(a), (long)(b), (long)(c), (long)(d), 0, 0)
 /* The SIGSYS handler's sa_restorer: rt_sigreturn from inside the range. */
 void sys_sigreturn_restorer(void) DT_HIDDEN;
+/* The program's handlers' sa_restorer: the same without a trap, with the
+ * records of a handler's return (stubs.S; signals.c, restorer_for). */
+void dt_app_restorer(void) DT_HIDDEN;
 /* rt_sigreturn with rsp = uc: resumes the context saved in a signal frame. */
 __attribute__((noreturn)) void sys_sigreturn_at(void *uc) DT_HIDDEN;
 /* fn(a, b, live) on the stack below sp; live: the lowest address of the

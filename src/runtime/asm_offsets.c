@@ -16,7 +16,9 @@
  * that reads a field) is asserted here too, next to the value. */
 #include "runtime/call.h"
 #include "runtime/clock.h"
+#include "runtime/intercept.h"
 #include "runtime/rewrite.h"
+#include "runtime/stack.h"
 #include "runtime/sys.h"
 #include "runtime/thread.h"
 #include "lib/registry.h"
@@ -89,6 +91,12 @@ void asm_offsets(void)
 		       offsetof(ucontext_t, uc_mcontext.gregs[REG_RDI]) == 104 &&
 		       offsetof(ucontext_t, uc_mcontext.gregs[REG_RSP]) == 160 &&
 		       offsetof(ucontext_t, uc_mcontext.gregs[REG_RIP]) == 168, "stubs.S: dt_app_restorer's CFI");
+	/* intercept_entry.S: the runtime's stack, a trap's frame */
+	DEFINE(RT_STACK_SIZE, STACK_SIZE);
+	DEFINE(RT_STACK_SIGNAL_SIZE, STACK_SIGNAL_SIZE);
+	DEFINE(RT_TRAP_COPY_ROOM, TRAP_COPY_ROOM);
+	DEFINE(UC_RSP, offsetof(ucontext_t, uc_mcontext.gregs[REG_RSP]));
+	DEFINE(SI_CODE, offsetof(siginfo_t, si_code));
 	DEFINE(T_HANDLER_RETURNS, offsetof(struct dt_thread, handler_returns));
 	_Static_assert(FIELD_SIZE(struct dt_thread, handler_returns) == 4, "stubs.S: incl");
 }

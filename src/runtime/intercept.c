@@ -37,7 +37,11 @@
 #define SYS_USER_DISPATCH 2
 #endif
 
-static void sigsys_handler(int sig, siginfo_t *si, void *ctx);
+/* intercept_entry.S: the kernel's handler of SIGSYS, which goes to one of
+ * these two */
+void sigsys_entry(int sig, siginfo_t *si, void *ctx) DT_HIDDEN;
+void sigsys_handler(int sig, siginfo_t *si, void *ctx) DT_HIDDEN;
+__attribute__((noreturn)) void sigsys_moved(int sig, siginfo_t *si, ucontext_t *uc) DT_HIDDEN;
 static void sigtrap_handler(int sig, siginfo_t *si, void *ctx);
 
 /* SIGTRAP (rewrite mode): as SIGSYS, on our stack, and never deferred,
@@ -54,7 +58,7 @@ static const struct ksigaction sigtrap_action = {
  * faults of the runtime's accesses to the program's memory. */
 int intercept_install(void)
 {
-	int err = sud_install(sigsys_handler);
+	int err = sud_install(sigsys_entry);
 	long r = 0;
 
 	if (!err)
@@ -112,7 +116,59 @@ static void trap_moved(void *si, void *uc, uintptr_t live)
 		dt_self->trap_moved = false;
 }
 
-static void sigsys_handler(int sig, siginfo_t *si, void *ctx)
+/* A trap from code on no alternate stack whose frame the kernel wrote at
+ * the top of the program's (intercept_entry.S says why it left it): here
+ * on our stack, TRAP_COPY_ROOM below the top of its signal half.  The frame
+ * (ucontext, siginfo, and the FPU state its fpregs points to, extended_size
+ * bytes as the kernel's software-reserved bytes say) is copied into that
+ * room, 64-byte aligned as XRSTOR wants it, and the trap returns from the
+ * copy: the program's stack is read, never written.  With the frame copied,
+ * nothing of ours is in use there: the whole stack is armed again
+ * (stack_real), and a signal during the call runs its handler at its top,
+ * as natively (an 8 KiB stack holds it: LTP's sigaltstack01).  A frame too
+ * large for the room (none is, today) stays where it is, below what is
+ * armed (stack_trap_arm_below). */
+void sigsys_moved(int sig, siginfo_t *si, ucontext_t *uc)
+{
+	struct dt_thread *t = dt_self;
+	uintptr_t top = t->stack_lo + STACK_SIGNAL_SIZE, lo = (uintptr_t)uc;
+	uintptr_t hi = (uintptr_t)si + sizeof(*si), fp = (uintptr_t)uc->uc_mcontext.fpregs;
+	ucontext_t *run = uc;
+	stack_t real;
+
+	(void)sig;
+	if (fp) {
+		/* struct _fpx_sw_bytes at 464 of the FXSAVE area: magic1,
+		 * extended_size (the XSAVE area and magic2); without magic1, the
+		 * 512-byte FXSAVE area alone */
+		const uint32_t *sw = (const uint32_t *)(fp + 464);
+		uintptr_t end = fp + (sw[0] == 0x46505853u /* FP_XSTATE_MAGIC1 */ ? sw[1] : 512);
+		if (end > hi)
+			hi = end;
+	}
+	t->trap_moved = true;
+	if (hi - lo + 128 <= TRAP_COPY_ROOM) {     /* 128: the alignment below */
+		uintptr_t to = ((top - (hi - lo)) & ~(uintptr_t)63) - 64 + (lo & 63);
+
+		memcpy((void *)to, uc, hi - lo);
+		run = (ucontext_t *)to;
+		si = (siginfo_t *)((uintptr_t)si - lo + to);
+		if (fp)
+			run->uc_mcontext.fpregs = (fpregset_t)(fp - lo + to);
+		stack_real(t, &real);
+		sys_call2(SYS_sigaltstack, &real, NULL);
+	} else {
+		stack_trap_arm_below(t, lo);
+	}
+	trap(t, si, run, true);
+	/* dt_self again: a fork child is no detached thread when its fork
+	 * returns here (lifecycle.c), dt_self is NULL then */
+	if (dt_self)
+		dt_self->trap_moved = false;
+	sys_sigreturn_at(run);
+}
+
+void sigsys_handler(int sig, siginfo_t *si, void *ctx)
 {
 	struct dt_thread *t = dt_self;
 	uintptr_t top;

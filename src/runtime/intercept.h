@@ -8,6 +8,11 @@
 #include "runtime/sys.h"
 
 int intercept_install(void) DT_HIDDEN;
+
+/* The top of the signal half of the runtime's stack that a trap from code
+ * on no alternate stack keeps for its frame's copy (intercept_entry.S,
+ * sigsys_moved): the largest frame, with AMX state, is 12 KB. */
+#define TRAP_COPY_ROOM 16384
 /* Before a site is staged with int3 (rewrite.c): is SIGTRAP's action ours? */
 bool intercept_own_sigtrap(void) DT_HIDDEN;
 

@@ -31,9 +31,6 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 
-#define STACK_SIZE (256 * 1024)
-/* the lower half is the alternate (signal) stack, the upper the trampoline's */
-#define STACK_SIGNAL_SIZE (STACK_SIZE / 2)
 #define GUARD 4096
 #define POOL 16
 
@@ -166,7 +163,9 @@ void stack_on_return(const struct dt_thread *t, ucontext_t *uc, bool moved)
  * while no moved trap's work is in use on that half (t->trap_moved: the
  * handler may run on top of such a trap's wait).
  * Returns the stack top to move to, 0 to stay: a trap from a handler on
- * our stack, or nested under a moved trap, nests where it is. */
+ * our stack, or nested under a moved trap, nests where it is.  (A trap of
+ * a detached thread from code on no alternate stack never comes here: the
+ * entry moves it before it writes anything, intercept_entry.S.) */
 uintptr_t stack_trap_move(struct dt_thread *t, const ucontext_t *uc)
 {
 	uintptr_t frame = (uintptr_t)uc, sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];

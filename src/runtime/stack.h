@@ -8,6 +8,10 @@
 
 #include "runtime/thread.h"
 
+#define STACK_SIZE (256 * 1024)
+/* the lower half is the alternate (signal) stack, the upper the trampoline's */
+#define STACK_SIGNAL_SIZE (STACK_SIZE / 2)
+
 int stack_give(struct dt_thread *t) DT_HIDDEN;   /* 0 or -errno */
 void stack_return(struct dt_thread *t) DT_HIDDEN;
 void stack_set_program(struct dt_thread *t, const stack_t *ss) DT_HIDDEN;

@@ -184,14 +184,33 @@ static inline void t_print_threads(pid_t pid)
 			}
 			fprintf(stderr, " %s=%s", files[i], buf);
 		}
+		/* the kernel's view of its signals: one pending and not
+		 * delivered, or blocked, where a thread waits for a handler */
+		static const char *const masks[] = { "SigPnd", "ShdPnd", "SigBlk" };
+		for (size_t i = 0; i < sizeof(masks) / sizeof(masks[0]); i++) {
+			snprintf(path, sizeof(path), "%s/%s/status", dir, e->d_name);
+			FILE *f = fopen(path, "r");
+			size_t len = strlen(masks[i]);
+			while (f && fgets(buf, sizeof(buf), f))
+				if (!strncmp(buf, masks[i], len) && buf[len] == ':') {
+					buf[strcspn(buf, "\n")] = '\0';
+					fprintf(stderr, " %s=%s", masks[i], buf + len + 2);
+				}
+			if (f)
+				fclose(f);
+		}
 		fputc('\n', stderr);
 	}
 	closedir(d);
 	/* a thread spinning in user space shows only "running": where it
-	 * spins, from gdb's backtraces where gdb is installed */
-	char cmd[200];
+	 * spins, from gdb's backtraces where gdb is installed, and the
+	 * detached threads' mailboxes and nesting (the runtime's TLS dt_self;
+	 * a proxy's is NULL, -s skips it) */
+	char cmd[400];
 	snprintf(cmd, sizeof(cmd), "command -v gdb >/dev/null && timeout 30 gdb -p %d -batch "
-		 "-ex 'thread apply all bt 12' 2>&1 | grep -E '^(#|Thread)' >&2", (int)pid);
+		 "-ex 'thread apply all bt 12' -ex 'thread apply all -s p/x dt_self->mb' "
+		 "-ex 'thread apply all -s p dt_self->depth' -ex 'thread apply all -s p dt_self->intr_signo' "
+		 "2>&1 | grep -E '^(#|Thread|\\$)' >&2", (int)pid);
 	fflush(stderr);
 	if (system(cmd) < 0)
 		fprintf(stderr, "cannot run gdb\n");

@@ -90,16 +90,26 @@ static void send_interrupt(struct dt_thread *t, uint8_t want)
 	sys_call4(SYS_rt_tgsigqueueinfo, dt_cfg.pid, t->proxy_tid, SIGSYS, &si);
 }
 
-/* A handler of the program ran on top of wait_reply (signals.c,
- * do_sigreturn, recorded intr_signo): its SA_RESTART flag decides. */
+/* Handlers of the program ran on top of wait_reply (intr_signals, thread.h):
+ * the call restarts only if every one of them has SA_RESTART, as natively
+ * the first without it ends the call with EINTR.  Taken with an exchange,
+ * one instruction: a handler that returns into the wait between a read and
+ * a clear would be lost. */
 static void interrupt_proxy(struct dt_thread *t)
 {
-	struct ksigaction ka = { 0 };
-	int signo = t->intr_signo;
+	uint64_t sigs = __atomic_exchange_n(&t->intr_signals, 0, __ATOMIC_RELAXED);
+	uint8_t want = INTR_RESTART;
 
-	t->intr_signo = 0;
-	sys_call4(SYS_rt_sigaction, signo, NULL, &ka, 8);
-	send_interrupt(t, (ka.flags & SA_RESTART) ? INTR_RESTART : INTR_EINTR);
+	while (sigs && want == INTR_RESTART) {
+		struct ksigaction ka = { 0 };
+		int signo = __builtin_ctzll(sigs) + 1;
+
+		sigs &= sigs - 1;
+		sys_call4(SYS_rt_sigaction, signo, NULL, &ka, 8);
+		if (!(ka.flags & SA_RESTART))
+			want = INTR_EINTR;
+	}
+	send_interrupt(t, want);
 }
 
 /* The detached thread's wait for its proxy.  Its own section: the rip of a
@@ -122,11 +132,11 @@ static long wait_reply(struct dt_thread *t, uint64_t seq, uint64_t *off)
 	uint64_t c = rdtsc(), prev;
 
 	while (observe(&t->mb.done_seq) != seq || t->mb.intr_ack != t->mb.intr_sent) {
-		if (t->intr_signo) {
+		if (t->intr_signals) {
 			if (t->mb.nr >= 0 && observe(&t->mb.done_seq) != seq)
 				interrupt_proxy(t);
 			else
-				t->intr_signo = 0;
+				t->intr_signals = 0;
 		}
 		cpu_relax();
 		/* a gap: the thread did not run (dt_cfg.off_cpu_cycles) */
@@ -148,7 +158,7 @@ void proxy_abandoned(struct dt_thread *t)
 	while (observe(&t->mb.done_seq) != t->mb.req_seq || t->mb.intr_ack != t->mb.intr_sent)
 		cpu_relax();
 	t->mb.intr = INTR_NONE;
-	t->intr_signo = 0;
+	t->intr_signals = 0;
 	t->depth = 0;
 }
 

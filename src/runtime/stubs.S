@@ -70,7 +70,7 @@ sys_sigreturn_restorer:
  * them all from the frame), and the thread's record through dt_self.
  * What do_sigreturn (signals.c) records of a return, recorded here:
  *   handler_returns  a handler of the program returned (waits.c);
- *   intr_signo       it ran on top of the wait for the proxy: the frame's
+ *   intr_signals     it ran on top of the wait for the proxy: the frame's
  *                    rip is in the section detach_wait, its number in the
  *                    siginfo after the kernel's ucontext (the action has
  *                    SA_SIGINFO: do_sigaction makes sure of it).
@@ -121,10 +121,12 @@ dt_app_restorer:
 	cmpq %rdx, %rcx
 	jae 1f
 	movl KUC_SIZE(%rsp), %ecx       /* si_signo */
-	leal -1(%rcx), %edx
+	leal -1(%rcx), %edx             /* zero-extended: rdx = signo - 1 */
 	cmpl $63, %edx                  /* 1..64, or the action had no SA_SIGINFO */
 	ja 1f
-	movl %ecx, T_INTR_SIGNO(%rax)
+	/* one instruction: no handler of this thread can run between the
+	 * read and the write of the mask (no other thread writes it) */
+	btsq %rdx, T_INTR_SIGNALS(%rax)
 1:	movl $NR_rt_sigreturn, %eax
 	syscall
 	ud2

@@ -93,7 +93,14 @@ struct dt_thread {
 	pid_t proxy_tid;
 	volatile int depth;             /* forwarded calls in flight (signal nesting) */
 	uintptr_t wait_frame;           /* stack frame of the forwarded call in flight */
-	volatile int intr_signo;        /* a handler ran while we waited */
+	/* Bit signo - 1: that signal's handler ran on top of a wait of ours
+	 * (a forwarded call's, a timed one's) and returned into it.  All of
+	 * them, not the last one: a handler without SA_RESTART decides EINTR
+	 * whatever handlers follow it at once (the kernel delivers a second
+	 * pending signal as the first one's rt_sigreturn ends, before the wait
+	 * looks again).  Set by the program's handlers' return (stubs.S,
+	 * dt_app_restorer; signals.c, do_sigreturn), consumed by the wait. */
+	volatile uint64_t intr_signals;
 	volatile uint32_t handler_returns; /* the program's handlers returned (signals.c) */
 	siginfo_t raised_info;          /* written by the proxy with mb.raised */
 	volatile uint8_t selector;      /* Syscall User Dispatch selector byte */
@@ -126,7 +133,7 @@ struct dt_thread {
 static inline void wait_begins(struct dt_thread *t)
 {
 	if (!t->depth)
-		t->intr_signo = 0;
+		t->intr_signals = 0;
 }
 
 /* The calling thread's, NULL on threads that are not detached or watched

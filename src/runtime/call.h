@@ -45,6 +45,29 @@ static inline long local_call(struct dt_thread *t, long nr, const long a[6])
 	return sys_call6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
+/* Which stack an address lies on: the runtime's own (stack.c, both
+ * halves), the program's alternate one, or any other (the thread's). */
+static inline int stack_of(const struct dt_thread *t, uintptr_t a)
+{
+	if (a - t->stack_lo < t->stack_hi - t->stack_lo)
+		return 1;
+	if (a - t->app_ss_lo < t->app_ss_hi - t->app_ss_lo)
+		return 2;
+	return 0;
+}
+
+/* Only frames of one stack say which is above the other.  An SA_ONSTACK
+ * handler's call on the program's alternate stack, while the wait runs on
+ * the runtime's, is on top of that wait whatever the two addresses are: a
+ * stack buffer of main's lies above the runtime's mmap'd stack, and such a
+ * call once cancelled the read it interrupted and left the handler's
+ * return spinning in a wait for a reply that had gone to its own call
+ * (run_altstack_above). */
+static inline bool same_stack(const struct dt_thread *t, uintptr_t a, uintptr_t b)
+{
+	return stack_of(t, a) == stack_of(t, b);
+}
+
 /* A forwarded call in flight whose wait a handler longjmp'd out of: the
  * proxy is told to cancel it.  Below the waiting frame (stacks grow down) is
  * a handler that runs on top of the wait; at it or above it, code that left
@@ -57,7 +80,9 @@ static inline long local_call(struct dt_thread *t, long nr, const long a[6])
  * later call ran on this thread: run_signals' read timeout hung. */
 static inline __attribute__((always_inline)) void forget_abandoned(struct dt_thread *t)
 {
-	if (t->depth > 0 && (uintptr_t)__builtin_frame_address(0) >= t->wait_frame)
+	uintptr_t frame = (uintptr_t)__builtin_frame_address(0);
+
+	if (t->depth > 0 && frame >= t->wait_frame && same_stack(t, frame, t->wait_frame))
 		proxy_abandoned(t);
 }
 

@@ -39,6 +39,7 @@ void asm_offsets(void)
 	 * site's own `syscall` (trampoline.S), and the raw rt_sigreturn of
 	 * stubs.S. */
 	DEFINE(NR_rt_sigreturn, SYS_rt_sigreturn);
+	DEFINE(NR_rt_sigprocmask, SYS_rt_sigprocmask);
 	DEFINE(NR_clone, SYS_clone);
 	DEFINE(NR_fork, SYS_fork);
 	DEFINE(NR_vfork, SYS_vfork);

@@ -160,6 +160,9 @@ void sigsys_moved(int sig, siginfo_t *si, ucontext_t *uc)
 	} else {
 		stack_trap_arm_below(t, lo);
 	}
+	/* the program's stack is armed again: its signals may come (blocked
+	 * by sigsys_entry; the mask they were taken with is the frame's) */
+	sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &run->uc_sigmask, NULL, 8);
 	trap(t, si, run, true);
 	/* dt_self again: a fork child is no detached thread when its fork
 	 * returns here (lifecycle.c), dt_self is NULL then */

@@ -20,7 +20,7 @@
  *   rdi  the signal number, rsi the siginfo, rdx the ucontext;
  *   rsp  the frame (its return address, to sys_sigreturn_restorer).
  */
-#include "gen/runtime/asm_offsets.h"   /* asm_offsets.c: T_*, UC_RSP, SI_CODE, RT_* */
+#include "gen/runtime/asm_offsets.h"   /* asm_offsets.c: T_*, UC_RSP, SI_CODE, RT_*, NR_* */
 
 	.text
 	.globl sigsys_entry
@@ -47,6 +47,35 @@ sigsys_entry:
 	subq T_STACK_LO(%rax), %r9
 	cmpq $RT_STACK_SIZE, %r9
 	jb .Lin_place                   /* a handler's call on ours: nests there */
+	/* The program's signals wait until sigsys_moved has copied the frame
+	 * and armed the program's stack again (it restores the frame's mask):
+	 * the kernel disarmed that stack to run us (SS_AUTODISARM), so a
+	 * signal taken after the switch below would run an SA_ONSTACK handler
+	 * on the runtime's stack (Go aborts: "signal 23 received but handler
+	 * not on signal stack", run_go_stack beside a loaded CPU), or, once
+	 * armed, write its frame over the one not yet copied.  Faults stay
+	 * open (blocked, the kernel would kill the process), and SIGSYS (a
+	 * trap of ours here would be a bug, and a blocked one kills).  The
+	 * `syscall` must lie in the allowed range and no call may push on
+	 * the program's stack: a jump there and back, registers kept in
+	 * callee-saved ones (all free: rt_sigreturn restores every register). */
+	movq %rdi, %r12
+	movq %rsi, %r13
+	movq %rdx, %r14
+	movq %rax, %r15
+	movl $NR_rt_sigprocmask, %eax
+	xorl %edi, %edi                 /* SIG_BLOCK */
+	leaq trap_copy_blocked(%rip), %rsi
+	xorl %edx, %edx                 /* no old set: the frame holds it */
+	movl $8, %r10d
+	jmp sigsys_entry_block
+	.globl sigsys_entry_blocked
+	.hidden sigsys_entry_blocked
+sigsys_entry_blocked:
+	movq %r12, %rdi
+	movq %r13, %rsi
+	movq %r14, %rdx
+	movq %r15, %rax
 	movq T_STACK_LO(%rax), %rsp
 	addq $(RT_STACK_SIGNAL_SIZE - RT_TRAP_COPY_ROOM - 8), %rsp
 	movq $0, (%rsp)                 /* no return: an unwinder stops here */
@@ -54,4 +83,19 @@ sigsys_entry:
 .Lin_place:
 	jmp sigsys_handler
 	.size sigsys_entry, .-sigsys_entry
+
+	/* every signal but SIGILL, SIGTRAP, SIGBUS, SIGFPE, SIGSEGV, SIGSYS
+	 * (bits signo - 1; SIGKILL and SIGSTOP the kernel never blocks) */
+	.section .rodata
+	.p2align 3
+trap_copy_blocked:
+	.quad ~((1 << 3) | (1 << 4) | (1 << 6) | (1 << 7) | (1 << 10) | (1 << 30))
+
+	/* the block's `syscall`, in the range Syscall User Dispatch allows */
+	.section detach_allow,"ax",@progbits
+	.type sigsys_entry_block,@function
+sigsys_entry_block:
+	syscall
+	jmp sigsys_entry_blocked
+	.size sigsys_entry_block, .-sigsys_entry_block
 	.section .note.GNU-stack,"",@progbits

@@ -43,7 +43,7 @@ static int usage(int status)
 "usage: detach run [OPTIONS] -- CMD [ARGS...]\n"
 "\n"
 "Runs CMD with its first thread (or those --select chooses) detached: pinned\n"
-"alone on a CPU, every system call carried out by a proxy thread on the\n"
+"alone on a CPU, its system calls carried out by a proxy thread on the\n"
 "housekeeping CPUs, timed waits served in user space against the TSC.\n"
 "\n"
 "  -c, --cpu LIST          CPUs for detached threads (default: the first CPU of\n"
@@ -111,7 +111,10 @@ static int usage(int status)
 "As an MPI rank (the launcher sets OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID,\n"
 "PMI_LOCAL_RANK or SLURM_LOCALID) each rank detaches on its own CPU of -c (or\n"
 "the partition, or all CPUs but the last): the core the launcher bound it to,\n"
-"else by local rank; proxies and MPI's own threads on -H (default: the rest).\n");
+"else by local rank; proxies and MPI's own threads on -H (default: the rest).\n"
+"\n"
+"Where CMD behaves otherwise than natively, and why: docs/runtime.md, \"Known\n"
+"limits\" (share/doc/detach/runtime.md when installed).\n");
 	return status;
 }
 

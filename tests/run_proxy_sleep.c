@@ -1,7 +1,7 @@
 /* Description: an adaptive proxy idle for 100 ms sleeps in the kernel until
  * the next call wakes it (src/runtime/proxy.c, sleep_until_called), by the
  * kernel's evidence: over a pause of 1.3 s it switches out no more often
- * than over one of 0.3 s (its 1 ms polls made ~1,000 more), and the
+ * than 100 ms of polls can make it (its 1 ms polls made ~1,000 more), and the
  * detached thread enters the kernel to wake it (the syscalls:sys_enter_futex
  * tracepoint, filtered on the detached tid) exactly once per pause of more
  * than 100 ms, never while it makes a call every 20 ms.  The first call
@@ -123,10 +123,13 @@ int main(int argc, char **argv)
 	t_check(busy == 0, "the detached thread entered the kernel %d times to wake a busy proxy", busy);
 	t_check(after - busy == 2, "%d wakes for 2 pauses of more than 100 ms", after - busy);
 	t_check(v0 >= 0 && v1 >= 0 && v2 >= 0, "proxy status");
-	/* asleep after 100 ms: the extra second adds no switch (1 ms polls
-	 * added ~1,000) */
-	t_check(v2 - v1 <= v1 - v0 + 50, "the proxy switched %lld times over 1.3 s, %lld over 0.3 s",
-		v2 - v1, v1 - v0);
+	/* asleep after 100 ms: 100 ms of polls switch at most ~290 times (10 ms
+	 * at 50 us, 90 ms at 1 ms; fewer where the sleeps overrun, 89-229 seen
+	 * beside stress-ng, where the pauses' counts differed by up to 75), and
+	 * the sleep once; polls through the whole pause would have added
+	 * ~1,000 */
+	t_check(v2 - v1 < 500, "the proxy switched %lld times over 1.3 s (%lld over 0.3 s)", v2 - v1,
+		v1 - v0);
 	/* a lost wake would hang; a slow one shows here */
 	t_check(first < 100000000ull, "the first call after a pause took %llu us",
 		(unsigned long long)(first / 1000));

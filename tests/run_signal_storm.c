@@ -4,9 +4,10 @@
  * (400,000 in sud mode, where each traps) return the pid;
  * setitimer/open/close/brk never fail with EINTR and no descriptor leaks; a
  * pipe read interrupted by a handler without SA_RESTART and at once by one
- * with it ends with EINTR (the first one decides; the second, raised by the
- * first and blocked by its mask, arrives as the first returns, always
- * before the wait looks again); 20 us sleeps end with
+ * with it ends with EINTR, and in the other order goes on (the first one
+ * decides; the second, raised by the first and blocked by its mask,
+ * arrives as the first returns, always before the wait looks again);
+ * 20 us sleeps end with
  * EINTR only when a handler ran during them.  Checked natively first, then
  * detached.
  * Timeout: 600 */
@@ -116,18 +117,21 @@ static void no_invented_eintr_sleeps(void)
 	t_check(invented == 0, "%ld of %ld sleeps ended with EINTR while no handler ran", invented, n);
 }
 
-/* A read blocked on a pipe, hit by SIGUSR1 (no SA_RESTART), then at once
- * by SIGCHLD (SA_RESTART): natively EINTR.  SIGUSR1's handler raises
- * SIGCHLD, which its mask blocks: the kernel delivers it as the handler's
+/* A read blocked on a pipe, hit by one signal, then at once by another:
+ * the first one's flags decide, natively.  SIGUSR1 (no SA_RESTART) then
+ * SIGCHLD (SA_RESTART): EINTR; SIGCHLD then SIGUSR1: the read goes on and
+ * returns what is written 2 s later.  The first one's handler raises the
+ * second, which its mask blocks: the kernel delivers it as the handler's
  * rt_sigreturn ends, on top of the same interrupted read (detached: of the
  * same wait for the proxy), every time. */
 static int pfd[2];
 static pid_t reader;
+static int second;
 static void on_sig(int s) { (void)s; }
-static void on_usr1(int s)
+static void on_first(int s)
 {
 	(void)s;
-	syscall(SYS_tgkill, getpid(), reader, SIGCHLD);
+	syscall(SYS_tgkill, getpid(), reader, second);
 }
 static void nap_ms(long ms)
 {
@@ -136,37 +140,43 @@ static void nap_ms(long ms)
 }
 static void *two_signals(void *arg)
 {
-	(void)arg;
 	nap_ms(300);
-	syscall(SYS_tgkill, getpid(), reader, SIGUSR1);
+	syscall(SYS_tgkill, getpid(), reader, *(int *)arg);
 	nap_ms(2000);               /* the read did not end: feed it, as a verdict */
 	if (write(pfd[1], "late", 4) != 4)
 		_exit(3);
 	return NULL;
 }
 
-static void two_signal_read(void)
+static void two_signal_read(int first, int then)
 {
-	struct sigaction no_restart = { .sa_handler = on_usr1, .sa_flags = 0 };
-	struct sigaction restart = { .sa_handler = on_sig, .sa_flags = SA_RESTART };
+	int restarts = first == SIGCHLD;        /* SIGCHLD has SA_RESTART, SIGUSR1 not */
+	struct sigaction act = { .sa_handler = on_first, .sa_flags = restarts ? SA_RESTART : 0 };
+	struct sigaction act2 = { .sa_handler = on_sig, .sa_flags = restarts ? 0 : SA_RESTART };
 	pthread_t th;
 	char buf[8];
 
-	sigemptyset(&no_restart.sa_mask);
-	sigaddset(&no_restart.sa_mask, SIGCHLD);
-	sigaction(SIGUSR1, &no_restart, NULL);
-	sigaction(SIGCHLD, &restart, NULL);
+	second = then;
+	sigemptyset(&act.sa_mask);
+	sigaddset(&act.sa_mask, then);
+	sigemptyset(&act2.sa_mask);
+	sigaction(first, &act, NULL);
+	sigaction(then, &act2, NULL);
 	if (pipe(pfd))
 		return;
 	reader = (pid_t)syscall(SYS_gettid);
-	pthread_create(&th, NULL, two_signals, NULL);
+	pthread_create(&th, NULL, two_signals, &first);
 	errno = 0;
 	ssize_t n = read(pfd[0], buf, sizeof(buf));
 	int e = errno;
 	pthread_join(th, NULL);
-	printf("pipe read hit by SIGUSR1 (no SA_RESTART) then SIGCHLD (SA_RESTART): %zd (%s)\n", n,
-	       n < 0 ? strerror(e) : "data");
-	t_check(n == -1 && e == EINTR, "read %zd %s, natively EINTR", n, n < 0 ? strerror(e) : "");
+	printf("pipe read hit by %s (%s) then %s: %zd (%s)\n", strsignal(first),
+	       restarts ? "SA_RESTART" : "no SA_RESTART", strsignal(then), n, n < 0 ? strerror(e) : "data");
+	if (restarts)
+		t_check(n == 4, "read %zd %s, natively the data written after the signals", n,
+			n < 0 ? strerror(e) : "");
+	else
+		t_check(n == -1 && e == EINTR, "read %zd %s, natively EINTR", n, n < 0 ? strerror(e) : "");
 	close(pfd[0]);
 	close(pfd[1]);
 }
@@ -179,7 +189,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "not detached\n");
 		return 1;
 	}
-	two_signal_read();
+	two_signal_read(SIGUSR1, SIGCHLD);
+	two_signal_read(SIGCHLD, SIGUSR1);
 	storm(true);
 	getpid_storm();
 	no_eintr_calls();

@@ -123,8 +123,8 @@ long timed_wait_until(struct dt_thread *t, clockid_t clk, uint64_t deadline_ns)
 		target = c + (left > 1000000000000ull ? 1000000000000ull : left) * hz / 1000000000ull;
 		next = c + check;
 		do {
-			if (t && t->intr_signals) {
-				t->intr_signals = 0;
+			if (t && t->intr_first) {
+				t->intr_first = 0;
 				t->stats->waited += c - c0 - off;
 				return -EINTR;
 			}
@@ -291,8 +291,8 @@ static long finish_rest(struct dt_thread *t, const struct wait_record *w, uint64
 	clockid_t clk = (clockid_t)w->clk;
 	long r;
 
-	if (t->intr_signals) {
-		t->intr_signals = 0;
+	if (t->intr_first) {
+		t->intr_first = 0;
 		r = -EINTR;
 		if (w->ret_to && spun_to < w->tsc_end)  /* counted ahead, not waited */
 			t->stats->waited -= w->tsc_end - spun_to;
@@ -318,7 +318,7 @@ static long finish_rest(struct dt_thread *t, const struct wait_record *w, uint64
 __attribute__((aligned(64)))
 long timed_wait_finish(struct dt_thread *t, const struct wait_record *w, uint64_t spun_to)
 {
-	if (__builtin_expect(!t->intr_signals, 1) && clock_ns((clockid_t)w->clk) >= w->deadline)
+	if (__builtin_expect(!t->intr_first, 1) && clock_ns((clockid_t)w->clk) >= w->deadline)
 		return 0;
 	return finish_rest(t, w, spun_to);
 }

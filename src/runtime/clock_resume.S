@@ -49,7 +49,7 @@
  * The part after timed_wait_finish's return is not in `detach_wait`: the
  * wait is over, a handler that runs then does not make it fail.  A handler
  * that runs at the one instruction after that call, in `detach_wait`, finds
- * the wait over and leaves a mark (intr_signals) that dt_wait_ended clears. */
+ * the wait over and leaves a mark (intr_first) that dt_wait_ended clears. */
 #include "gen/runtime/asm_offsets.h"   /* asm_offsets.c: W_* (struct wait_record), T_* */
 
 	.section detach_wait,"ax",@progbits
@@ -156,10 +156,10 @@ dt_wait_end:
 	prefetcht0 16+RED_ZONE+64(%rax)
 	movq W_TSC_END(%r12), %rcx
 	/* The last stretch: as the runtime's other waits, a handler that ran
-	 * (intr_signals) ends it; timed_wait_finish then says EINTR.  rax: the
+	 * (intr_first) ends it; timed_wait_finish then says EINTR.  rax: the
 	 * last TSC read (tsc_end before the first), for the CPU-time count. */
 	movq %rcx, %rax
-4:	cmpq $0, T_INTR_SIGNALS(%rbx)
+4:	cmpq $0, T_INTR_FIRST(%rbx)
 	jne 5f
 	pause
 	rdtsc
@@ -181,7 +181,7 @@ dt_wait_ended:
 	/* See above: the wait is over.  At any depth: the waits before consume
 	 * a mark when they look, so one left now was set after they looked,
 	 * by a handler that ran within this sleep. */
-	movq $0, T_INTR_SIGNALS(%rbx)
+	movq $0, T_INTR_FIRST(%rbx)
 	jmp *%r13
 	.size dt_wait_ended, .-dt_wait_ended
 

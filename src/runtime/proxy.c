@@ -69,11 +69,12 @@ static inline uint64_t observe(volatile uint64_t *seq)
  * its caller abandoned.  The proxy's kernel decides what an interrupt does
  * to the call it is in (a call that cannot block completes; poll, nanosleep
  * and the like end with EINTR whatever the flags), and the proxy's handler
- * applies the wish (proxy_interrupt_taken).  Once a handler without
- * SA_RESTART has run during a call the call ends with EINTR, whatever
- * handlers come after it: a wish only ever gets stronger (CANCEL < EINTR <
- * RESTART).  The signal path only: its kernel entries cost nothing in
- * steady state. */
+ * applies the wish (proxy_interrupt_taken).  A wish only ever gets
+ * stronger (CANCEL < EINTR < RESTART): a call whose wish is EINTR had
+ * ended natively, whatever handlers come after; one whose wish is RESTART,
+ * hit again by a handler without SA_RESTART after the wait looked, had
+ * been entered again natively, and that handler ends it.  The signal path
+ * only: its kernel entries cost nothing in steady state. */
 static void send_interrupt(struct dt_thread *t, uint8_t want)
 {
 	siginfo_t si;
@@ -90,26 +91,21 @@ static void send_interrupt(struct dt_thread *t, uint8_t want)
 	sys_call4(SYS_rt_tgsigqueueinfo, dt_cfg.pid, t->proxy_tid, SIGSYS, &si);
 }
 
-/* Handlers of the program ran on top of wait_reply (intr_signals, thread.h):
- * the call restarts only if every one of them has SA_RESTART, as natively
- * the first without it ends the call with EINTR.  Taken with an exchange,
- * one instruction: a handler that returns into the wait between a read and
- * a clear would be lost. */
+/* Handlers of the program ran on top of wait_reply since it last looked:
+ * the first of them decides, as natively (intr_first, thread.h); its
+ * SA_RESTART is read now, not at its delivery (a handler that changed its
+ * own action decides by the new flags).  Taken with an exchange, one
+ * instruction: a handler that returns into the wait between a read and a
+ * clear would be lost. */
 static void interrupt_proxy(struct dt_thread *t)
 {
-	uint64_t sigs = __atomic_exchange_n(&t->intr_signals, 0, __ATOMIC_RELAXED);
-	uint8_t want = INTR_RESTART;
+	int signo = (int)__atomic_exchange_n(&t->intr_first, 0, __ATOMIC_RELAXED);
+	struct ksigaction ka = { 0 };
 
-	while (sigs && want == INTR_RESTART) {
-		struct ksigaction ka = { 0 };
-		int signo = __builtin_ctzll(sigs) + 1;
-
-		sigs &= sigs - 1;
-		sys_call4(SYS_rt_sigaction, signo, NULL, &ka, 8);
-		if (!(ka.flags & SA_RESTART))
-			want = INTR_EINTR;
-	}
-	send_interrupt(t, want);
+	if (!signo)
+		return;
+	sys_call4(SYS_rt_sigaction, signo, NULL, &ka, 8);
+	send_interrupt(t, ka.flags & SA_RESTART ? INTR_RESTART : INTR_EINTR);
 }
 
 /* The detached thread's wait for its proxy.  Its own section: the rip of a
@@ -132,11 +128,11 @@ static long wait_reply(struct dt_thread *t, uint64_t seq, uint64_t *off)
 	uint64_t c = rdtsc(), prev;
 
 	while (observe(&t->mb.done_seq) != seq || t->mb.intr_ack != t->mb.intr_sent) {
-		if (t->intr_signals) {
+		if (t->intr_first) {
 			if (t->mb.nr >= 0 && observe(&t->mb.done_seq) != seq)
 				interrupt_proxy(t);
 			else
-				t->intr_signals = 0;
+				t->intr_first = 0;
 		}
 		cpu_relax();
 		/* a gap: the thread did not run (dt_cfg.off_cpu_cycles) */
@@ -158,7 +154,7 @@ void proxy_abandoned(struct dt_thread *t)
 	while (observe(&t->mb.done_seq) != t->mb.req_seq || t->mb.intr_ack != t->mb.intr_sent)
 		cpu_relax();
 	t->mb.intr = INTR_NONE;
-	t->intr_signals = 0;
+	t->intr_first = 0;
 	t->depth = 0;
 }
 

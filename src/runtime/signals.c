@@ -33,11 +33,13 @@ long do_sigreturn(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	 * may have none: then the proxy's call goes on, as under SA_RESTART. */
 	if (rip >= (uintptr_t)__start_detach_wait && rip < (uintptr_t)__stop_detach_wait) {
 		int signo = ((siginfo_t *)(frame + KERNEL_UCONTEXT_SIZE))->si_signo;
-		/* a program's handler running on top of this one (signals are
-		 * open in our trap) returns into do_sigreturn, not into the
-		 * wait, and sets no bit: this read and write lose none */
-		if (signo >= 1 && signo <= 64)
-			t->intr_signals |= 1ull << (signo - 1);
+		/* only where no earlier handler's is (the first decides,
+		 * thread.h).  A program's handler running on top of this one
+		 * (signals are open in our trap) returns into do_sigreturn,
+		 * not into the wait, and sets nothing: this read and write
+		 * lose none */
+		if (signo >= 1 && signo <= 64 && !t->intr_first)
+			t->intr_first = (uint64_t)signo;
 	}
 	t->handler_returns++;
 	count(t, nr, &t->stats->local);

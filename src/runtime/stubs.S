@@ -70,10 +70,13 @@ sys_sigreturn_restorer:
  * them all from the frame), and the thread's record through dt_self.
  * What do_sigreturn (signals.c) records of a return, recorded here:
  *   handler_returns  a handler of the program returned (waits.c);
- *   intr_signals     it ran on top of the wait for the proxy: the frame's
+ *   intr_first       it ran on top of the wait for the proxy: the frame's
  *                    rip is in the section detach_wait, its number in the
  *                    siginfo after the kernel's ucontext (the action has
- *                    SA_SIGINFO: do_sigaction makes sure of it).
+ *                    SA_SIGINFO: do_sigaction makes sure of it), kept
+ *                    only where no earlier handler's is (thread.h).
+ * Every register is free here: rt_sigreturn reloads them all from the
+ * frame (rax, rcx and rdx are used).
  * Unwinders (libgcc's, gdb's, glibc's backtrace in a handler) know a
  * signal frame by glibc's CFI for __restore_rt or by its bytes: this has
  * the same CFI (a signal frame, each register at its slot of the
@@ -120,13 +123,16 @@ dt_app_restorer:
 	leaq __stop_detach_wait(%rip), %rdx
 	cmpq %rdx, %rcx
 	jae 1f
-	movl KUC_SIZE(%rsp), %ecx       /* si_signo */
-	leal -1(%rcx), %edx             /* zero-extended: rdx = signo - 1 */
+	movl KUC_SIZE(%rsp), %ecx       /* si_signo, zero-extended into rcx */
+	leal -1(%rcx), %edx
 	cmpl $63, %edx                  /* 1..64, or the action had no SA_SIGINFO */
 	ja 1f
-	/* one instruction: no handler of this thread can run between the
-	 * read and the write of the mask (no other thread writes it) */
-	btsq %rdx, T_INTR_SIGNALS(%rax)
+	movq %rax, %rdx                 /* t */
+	xorl %eax, %eax                 /* stored only over 0: the first decides */
+	/* one instruction, without lock: no handler of this thread can run
+	 * between its compare and its store, and no other thread writes the
+	 * field */
+	cmpxchgq %rcx, T_INTR_FIRST(%rdx)
 1:	movl $NR_rt_sigreturn, %eax
 	syscall
 	ud2

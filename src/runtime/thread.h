@@ -93,14 +93,18 @@ struct dt_thread {
 	pid_t proxy_tid;
 	volatile int depth;             /* forwarded calls in flight (signal nesting) */
 	uintptr_t wait_frame;           /* stack frame of the forwarded call in flight */
-	/* Bit signo - 1: that signal's handler ran on top of a wait of ours
-	 * (a forwarded call's, a timed one's) and returned into it.  All of
-	 * them, not the last one: a handler without SA_RESTART decides EINTR
-	 * whatever handlers follow it at once (the kernel delivers a second
-	 * pending signal as the first one's rt_sigreturn ends, before the wait
-	 * looks again).  Set by the program's handlers' return (stubs.S,
-	 * dt_app_restorer; signals.c, do_sigreturn), consumed by the wait. */
-	volatile uint64_t intr_signals;
+	/* The number of the first signal whose handler ran on top of a wait
+	 * of ours (a forwarded call's, a timed one's) and returned into it
+	 * since the wait last looked; 0: none.  The first, neither the last
+	 * nor every one: natively the first signal delivered during a call
+	 * decides whether it restarts (SA_RESTART) or ends with EINTR, and a
+	 * second one pending as the first handler's rt_sigreturn ends is
+	 * delivered before the call is entered again, to a frame whose
+	 * decision is made (the kernel's rt_sigreturn clears orig_ax).  The
+	 * wait cannot look between the two.  Set only while 0 by the
+	 * program's handlers' return (stubs.S, dt_app_restorer; signals.c,
+	 * do_sigreturn), taken with an exchange by the wait. */
+	volatile uint64_t intr_first;
 	volatile uint32_t handler_returns; /* the program's handlers returned (signals.c) */
 	siginfo_t raised_info;          /* written by the proxy with mb.raised */
 	volatile uint8_t selector;      /* Syscall User Dispatch selector byte */
@@ -133,7 +137,7 @@ struct dt_thread {
 static inline void wait_begins(struct dt_thread *t)
 {
 	if (!t->depth)
-		t->intr_signals = 0;
+		t->intr_first = 0;
 }
 
 /* The calling thread's, NULL on threads that are not detached or watched

@@ -209,7 +209,7 @@ static inline void t_print_threads(pid_t pid)
 	char cmd[400];
 	snprintf(cmd, sizeof(cmd), "command -v gdb >/dev/null && timeout 30 gdb -p %d -batch "
 		 "-ex 'thread apply all bt 12' -ex 'thread apply all -s p/x dt_self->mb' "
-		 "-ex 'thread apply all -s p dt_self->depth' -ex 'thread apply all -s p/x dt_self->intr_signals' "
+		 "-ex 'thread apply all -s p dt_self->depth' -ex 'thread apply all -s p/x dt_self->intr_first' "
 		 "2>&1 | grep -E '^(#|Thread|\\$)' >&2", (int)pid);
 	fflush(stderr);
 	if (system(cmd) < 0)

@@ -6,10 +6,9 @@
  * pipe read interrupted by a handler without SA_RESTART and at once by one
  * with it ends with EINTR, and in the other order goes on (the first one
  * decides; the second, raised by the first and blocked by its mask,
- * arrives as the first returns, always before the wait looks again);
- * 20 us sleeps end with
- * EINTR only when a handler ran during them.  Checked natively first, then
- * detached.
+ * arrives as the first returns, always before the wait looks again); 20 us
+ * sleeps end with EINTR only when a handler ran during them.  Checked
+ * natively first, then detached.
  * Timeout: 600 */
 #include "helpers/t_detach.h"
 

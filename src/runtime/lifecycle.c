@@ -78,6 +78,26 @@ static void *frame_copy(ucontext_t *uc, uintptr_t hi, uintptr_t sp, bool new_thr
 	return c;
 }
 
+/* A child that shares memory but not a TLS of its own (clone(CLONE_VM)
+ * without CLONE_SETTLS, not a vfork: old "lightweight process" code) sees
+ * the parent's dt_self.  It marks that state as a vfork child's
+ * (dt_child_placement), so that it does not take itself for the detached
+ * thread, and nothing can clear the mark while both run: the thread no
+ * longer counts as detached.  The promise is broken, so say so, once. */
+static void warn_tls_shared(const struct dt_thread *t, pid_t child)
+{
+	static bool said;
+
+	if (said)
+		return;
+	said = true;
+	dt_warn("the detached thread (tid %d) made child %d with clone(CLONE_VM) without CLONE_SETTLS: "
+		"the child shares its thread-local storage and with it the runtime's state of the thread, "
+		"which from here on does not count as detached (%s; dt_is_detached() returns 0)",
+		(int)t->tid, (int)child,
+		dt_rewrite_on ? "its calls at rewritten sites run natively on its CPU" : "its calls are still forwarded");
+}
+
 long do_clone(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
 	unsigned long flags;
@@ -147,8 +167,11 @@ long do_clone(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	}
 	else if (flags & CLONE_VFORK)
 		dt_vfork_parent_resumed();
-	else if (ret > 0 && !t->observed)
+	else if (ret > 0 && !t->observed) {
 		place_child((pid_t)ret);
+		if ((flags & (CLONE_VM | CLONE_SETTLS)) == CLONE_VM)
+			warn_tls_shared(t, (pid_t)ret);
+	}
 	return ret;
 }
 

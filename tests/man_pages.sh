@@ -5,6 +5,8 @@
 . "$(dirname "$0")/helpers/lib.sh"
 MAN=$(dirname "$0")/../docs/man
 command -v groff >/dev/null || t_skip "groff missing: run make deps (apt package groff-base)"
+# the verbs written in Python (bench, check, scale, ...) answer --help from the venv
+[ -x "$PY" ] || { echo "no venv: run make deps"; exit 1; }
 
 for page in "$MAN"/detach.1 "$MAN"/detach-isolate.8; do
 	out=$(groff -ww -z -man -Tutf8 "$page" 2>&1); rc=$?

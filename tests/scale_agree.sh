@@ -42,7 +42,7 @@ FAST="--L 1us --o 100ns --g 100ns"     # c(1e3) = 24 us: short against 200 us
 sc() { # name, then detach scale's options
 	local name=$1
 	shift
-	"$DETACH" scale --seed 1 --json "$name.json" "$@" >"$name.out" 2>"$name.err" ||
+	"$DETACH" scale --seed=1 --json "$name.json" "$@" >"$name.out" 2>"$name.err" ||
 		t_fail "detach scale $*: $(tail -3 "$name.err")"
 }
 sc holds --trace rare.trace --ranks 1e2,1e3 --iterations 1000 $FAST

@@ -25,6 +25,8 @@ __attribute__((constructor)) static void need_fuse(void)
 static pthread_t hi, lo, over, ctl;
 static volatile int log_len;
 static char order[2 * PERIODS + 8];
+/* the release each job of hi and lo served: its index on their common grid */
+static unsigned long long served[2 * PERIODS + 8];
 static volatile int phase;        /* 1: hi/lo running, 2: they ended, 3: all done */
 static struct t_kernel k_before, k_after;
 static pid_t exec_tid;
@@ -34,9 +36,16 @@ static void *periodic(void *arg)
 	char me = (char)(long)arg;
 
 	for (int i = 0; i < PERIODS; i++) {
+		struct rtl_thread_stats st;
+
 		pthread_wait_np();
-		if (log_len < (int)sizeof(order))
+		/* releases it ran and releases it missed: both advance its
+		 * grid by one period from the common start */
+		rtl_thread_stats(pthread_self(), &st);
+		if (log_len < (int)sizeof(order)) {
+			served[log_len] = st.releases + st.overruns - 1;
 			order[log_len++] = me;
+		}
 		if (me == 'H' && i == 0)
 			phase = 1;
 	}
@@ -240,14 +249,28 @@ int init_module(void)
 
 void cleanup_module(void)
 {
-	int pairs = 0;
+	int both = 0, inverted = 0;
 
 	order[log_len] = 0;
-	for (int i = 0; i + 1 < log_len; i += 2)
-		pairs += order[i] == 'H' && order[i + 1] == 'L';
-	printf("order of the first periods: %.24s...; %d of %d periods H before L\n", order, pairs, PERIODS);
+	/* A release that both served: hi's job must come first.  Not "H, L
+	 * in every period": when Linux preempts the executive (a CPU not
+	 * isolated) past a release, hi's next job rightly runs before lo's
+	 * overdue one, and a release missed by one of them pairs with nothing. */
+	for (int i = 0; i < log_len; i++) {
+		if (order[i] != 'L')
+			continue;
+		for (int j = 0; j < log_len; j++) {
+			if (order[j] != 'H' || served[j] != served[i])
+				continue;
+			both++;
+			inverted += j > i;
+		}
+	}
+	printf("order of the first jobs: %.24s...; %d releases served by both, hi first in %d\n", order, both,
+	       both - inverted);
 	t_check(log_len == 2 * PERIODS, "%d jobs, expected %d", log_len, 2 * PERIODS);
-	t_check(pairs == PERIODS, "the higher priority did not run first in %d periods", PERIODS - pairs);
+	t_check(both >= PERIODS / 2, "only %d of %d releases served by both hi and lo", both, PERIODS);
+	t_check(inverted == 0, "lo ran before hi in %d releases both served", inverted);
 	printf("overrunning thread: %llu releases, %llu missed (10 jobs of 2.5 periods)\n", over_st.releases,
 	       over_st.overruns);
 	t_check(over_st.releases == 100, "releases %llu, expected 100", over_st.releases);

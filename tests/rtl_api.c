@@ -1,11 +1,11 @@
 /* Description: the RTLinux API of detach-rtl (include/detach/rtl.h), as an
  * RTLinux module linked with the library's main(): every call's return
  * values (RT-FIFOs, mbuffs, clocks, thread calls); the executive's priority
- * order (two periodic threads released together: the higher priority runs
- * first in every one of 300 periods); overruns counted in periods; suspend,
- * wakeup, cancel and join; and, on the kernel's own counters of the
- * executive thread, that 600 switches between RT threads made no system
- * call and no sleep.  Timing is counted in periods, never in durations.
+ * order (two periodic threads released together, 300 times: the higher
+ * priority runs first for every release both served); overruns counted in
+ * periods; suspend, wakeup, cancel and join; and, on the kernel's own
+ * counters of the executive thread, that 600 switches between RT threads
+ * made no system call and no sleep.  Timing is counted in periods, never in durations.
  * Timeout: 120 */
 #include "helpers/t_chan.h"
 #include <detach/rtl.h>

@@ -45,8 +45,9 @@ static inline long local_call(struct dt_thread *t, long nr, const long a[6])
 	return sys_call6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
-/* Which stack an address lies on: the runtime's own (stack.c, both
- * halves), the program's alternate one, or any other (the thread's). */
+/* Which stack an address lies on: 0 any other (the thread's), 1 the
+ * runtime's own (stack.c, both halves), 2 the program's alternate one.  The
+ * order is the order in which handlers nest (left_wait). */
 static inline int stack_of(const struct dt_thread *t, uintptr_t a)
 {
 	if (a - t->stack_lo < t->stack_hi - t->stack_lo)
@@ -56,16 +57,33 @@ static inline int stack_of(const struct dt_thread *t, uintptr_t a)
 	return 0;
 }
 
-/* Only frames of one stack say which is above the other.  An SA_ONSTACK
- * handler's call on the program's alternate stack, while the wait runs on
- * the runtime's, is on top of that wait whatever the two addresses are: a
- * stack buffer of main's lies above the runtime's mmap'd stack, and such a
- * call once cancelled the read it interrupted and left the handler's
- * return spinning in a wait for a reply that had gone to its own call
- * (run_altstack_above). */
-static inline bool same_stack(const struct dt_thread *t, uintptr_t a, uintptr_t b)
+/* Was the wait whose frame is at wait left (a handler siglongjmp'd out of
+ * it) when a call's frame is at frame?  On one stack, a frame at or above
+ * the wait's is code that left it (stacks grow down).  Across stacks, the
+ * order of stack_of: a handler that runs on top of a wait runs on the
+ * wait's stack or on the alternate stack the kernel holds (the program's,
+ * or the runtime's signal half when it set none), and its calls stay where
+ * they are or go to the runtime's stack from the thread's (rewrite mode's
+ * trampoline) or from the alternate stack (stack_trap_move, when no moved
+ * trap's work is in use, so never on top of a wait there); a call on a
+ * stack ranked lower than the wait's comes from code the wait's caller
+ * left:
+ *  - a wait on the runtime's stack, a call on the alternate one: a handler
+ *    on top (a stack buffer of main's lies above the runtime's mmap'd
+ *    stack; such a call once cancelled the read it interrupted and left the
+ *    handler's return spinning in a wait for a reply that had gone to its
+ *    own call, run_altstack_above);
+ *  - a wait on the runtime's stack, a call on the thread's: the first call
+ *    after a siglongjmp, in sud mode, traps in place there (the handler
+ *    left the alternate stack disarmed);
+ *  - a wait on the alternate stack (a handler's call during a moved
+ *    trap's sleep or sigsuspend, stack.c), a call on another: main code's
+ *    after a siglongjmp out of the handler (run_altstack_wait_left). */
+static inline bool left_wait(const struct dt_thread *t, uintptr_t frame, uintptr_t wait)
 {
-	return stack_of(t, a) == stack_of(t, b);
+	int f = stack_of(t, frame), w = stack_of(t, wait);
+
+	return f == w ? frame >= wait : f < w;
 }
 
 /* A forwarded call in flight whose wait a handler longjmp'd out of: the
@@ -80,9 +98,7 @@ static inline bool same_stack(const struct dt_thread *t, uintptr_t a, uintptr_t 
  * later call ran on this thread: run_signals' read timeout hung. */
 static inline __attribute__((always_inline)) void forget_abandoned(struct dt_thread *t)
 {
-	uintptr_t frame = (uintptr_t)__builtin_frame_address(0);
-
-	if (t->depth > 0 && frame >= t->wait_frame && same_stack(t, frame, t->wait_frame))
+	if (t->depth > 0 && left_wait(t, (uintptr_t)__builtin_frame_address(0), t->wait_frame))
 		proxy_abandoned(t);
 }
 

@@ -166,7 +166,7 @@ long do_clone(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 		dt_fork_child(t->filters);
 	}
 	else if (flags & CLONE_VFORK)
-		dt_vfork_parent_resumed();
+		dt_vfork_parent_resumed(NULL);
 	else if (ret > 0 && !t->observed) {
 		place_child((pid_t)ret);
 		if ((flags & (CLONE_VM | CLONE_SETTLS)) == CLONE_VM)

@@ -43,7 +43,7 @@ long do_sigreturn(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	}
 	t->handler_returns++;
 	count(t, nr, &t->stats->local);
-	stack_trap_leaves(t);
+	stack_trap_leaves(t, (uintptr_t)frame);
 	/* Resume the program's frame directly; ours is dropped.  The kernel
 	 * restores its mask and registers, as the handler's return would. */
 	sys_sigreturn_at(frame);

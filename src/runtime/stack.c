@@ -184,13 +184,16 @@ uintptr_t stack_trap_move(struct dt_thread *t, const ucontext_t *uc)
 	return t->stack_lo + STACK_SIGNAL_SIZE;
 }
 
-/* The trap being handled leaves without returning to its handler (a
- * program handler's rt_sigreturn, signals.c): if it was moved (its work
- * runs on our stack: a trap nested in place runs on the program's), no
- * moved trap's work is in use any more. */
-void stack_trap_leaves(struct dt_thread *t)
+/* The trap being handled, of code whose rsp was sp, leaves without
+ * returning to its handler (a program handler's rt_sigreturn, signals.c; a
+ * vfork parent, threads.c): if it was moved (its work runs on our stack,
+ * the code it came from on another), no moved trap's work is in use any
+ * more.  A trap nested in place runs on the program's alternate stack, or
+ * on ours when it came from a handler there (one without SA_ONSTACK, on
+ * top of a moved trap's wait, whose work is still in use). */
+void stack_trap_leaves(struct dt_thread *t, uintptr_t sp)
 {
-	if ((uintptr_t)__builtin_frame_address(0) - t->stack_lo < STACK_SIZE)
+	if ((uintptr_t)__builtin_frame_address(0) - t->stack_lo < STACK_SIZE && sp - t->stack_lo >= STACK_SIZE)
 		t->trap_moved = false;
 }
 

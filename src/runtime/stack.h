@@ -21,7 +21,7 @@ void stack_real(const struct dt_thread *t, stack_t *real) DT_HIDDEN;
 void stack_on_return(const struct dt_thread *t, ucontext_t *uc, bool moved) DT_HIDDEN;
 uintptr_t stack_trap_move(struct dt_thread *t, const ucontext_t *uc) DT_HIDDEN;
 bool stack_on_program_altstack(const struct dt_thread *t) DT_HIDDEN;
-void stack_trap_leaves(struct dt_thread *t) DT_HIDDEN;
+void stack_trap_leaves(struct dt_thread *t, uintptr_t sp) DT_HIDDEN;
 void stack_trap_arm_below(const struct dt_thread *t, uintptr_t live) DT_HIDDEN;
 
 #endif

@@ -189,6 +189,7 @@ sys_clone_resume:
 	jae 1f
 	movq %rax, UC_RAX(%r12)
 	andq $-16, %rsp                 /* the child is gone: our stack is ours */
+	movq %r12, %rdi                 /* parent_uc */
 	call *sys_on_vfork_parent(%rip)
 	movq %r12, %rsp
 	movl $NR_rt_sigreturn, %eax

@@ -45,9 +45,9 @@ long sys_clone_resume(long nr, long a1, long a2, long a3, long a4, long a5,
 		      void *child_uc, void *parent_uc) DT_HIDDEN;
 /* What sys_clone_resume calls in a child that shares our memory, first of
  * all, with the word below child_uc (what the child inherits), and in a
- * vfork parent resumed (set at start by init.c). */
+ * vfork parent resumed, with parent_uc (set at start by init.c). */
 extern void (*sys_on_clone_child)(const void *inherit) DT_HIDDEN;
-extern void (*sys_on_vfork_parent)(void) DT_HIDDEN;
+extern void (*sys_on_vfork_parent)(const void *uc) DT_HIDDEN;
 extern const char __start_detach_allow[], __stop_detach_allow[] DT_HIDDEN;
 
 /* The calling thread has capability cap in its effective set (capget). */

@@ -511,11 +511,21 @@ void dt_fork_child(const struct sandbox_filter *inherit)
 	dt_child_placement(inherit);
 }
 
-/* The parent of a vfork child is running again: the child exec'd or left. */
-void dt_vfork_parent_resumed(void)
+/* The parent of a vfork child is running again: the child exec'd or left.
+ * uc: the copy of the trap's frame it leaves through (stubs.S,
+ * sys_clone_resume), not back through the end of a moved trap, which says
+ * that no moved trap's work is in use any more (intercept.c): said here.
+ * Left set, a handler's call on the program's alternate stack ran the
+ * runtime's work there (it nests in place under a moved trap, stack.c)
+ * until main code trapped again: in rewrite mode, maybe never.  NULL: a
+ * vfork child on a stack of its own, the parent returns the usual way. */
+void dt_vfork_parent_resumed(const void *uc)
 {
-	if (dt_self)
+	if (dt_self) {
 		dt_self->vfork_child = 0;
+		if (uc)
+			stack_trap_leaves(dt_self, (uintptr_t)((const ucontext_t *)uc)->uc_mcontext.gregs[REG_RSP]);
+	}
 }
 
 /* The parent's half of the same, right after clone on a detached thread:

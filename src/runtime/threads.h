@@ -31,7 +31,7 @@ void release_cpu(int cpu) DT_HIDDEN;
 void dt_fork_child(const struct sandbox_filter *inherit) DT_HIDDEN;
 void dt_child_placement(const void *inherit) DT_HIDDEN;
 void place_child(pid_t tid) DT_HIDDEN;
-void dt_vfork_parent_resumed(void) DT_HIDDEN;
+void dt_vfork_parent_resumed(const void *uc) DT_HIDDEN;
 struct dt_thread *thread_find(bool (*want)(const struct dt_thread *t, long key), long key) DT_HIDDEN;
 void cpus_claimed(cpu_set_t *out) DT_HIDDEN;
 

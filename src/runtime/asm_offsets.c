@@ -70,7 +70,7 @@ void asm_offsets(void)
 	DEFINE(T_OBSERVED, offsetof(struct dt_thread, observed));
 	_Static_assert(FIELD_SIZE(struct dt_thread, observed) == 1, "trampoline.S: cmpb");
 	DEFINE(T_INTR_FIRST, offsetof(struct dt_thread, intr_first));
-	_Static_assert(FIELD_SIZE(struct dt_thread, intr_first) == 8, "clock_resume.S: cmpq, movq; stubs.S: cmpxchgq");
+	_Static_assert(FIELD_SIZE(struct dt_thread, intr_first) == 4, "clock_resume.S: cmpl, movl; stubs.S: cmpxchgl");
 
 	/* struct wait_record (clock.h): a sleep's rest, in the trampoline's
 	 * frame or below the program's red zone (clock_resume.S) */

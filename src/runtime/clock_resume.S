@@ -159,7 +159,7 @@ dt_wait_end:
 	 * (intr_first) ends it; timed_wait_finish then says EINTR.  rax: the
 	 * last TSC read (tsc_end before the first), for the CPU-time count. */
 	movq %rcx, %rax
-4:	cmpq $0, T_INTR_FIRST(%rbx)
+4:	cmpl $0, T_INTR_FIRST(%rbx)
 	jne 5f
 	pause
 	rdtsc
@@ -181,7 +181,7 @@ dt_wait_ended:
 	/* See above: the wait is over.  At any depth: the waits before consume
 	 * a mark when they look, so one left now was set after they looked,
 	 * by a handler that ran within this sleep. */
-	movq $0, T_INTR_FIRST(%rbx)
+	movl $0, T_INTR_FIRST(%rbx)
 	jmp *%r13
 	.size dt_wait_ended, .-dt_wait_ended
 

@@ -102,6 +102,9 @@ static void interrupt_proxy(struct dt_thread *t)
 	int signo = (int)__atomic_exchange_n(&t->intr_first, 0, __ATOMIC_RELAXED);
 	struct ksigaction ka = { 0 };
 
+	/* the wait saw a mark, but a handler that ran on top of it since
+	 * consumed it (a timed wait of its own, clock.c) and left none (its
+	 * frame carries no signal number, signals.c): no wish */
 	if (!signo)
 		return;
 	sys_call4(SYS_rt_sigaction, signo, NULL, &ka, 8);

@@ -39,7 +39,7 @@ long do_sigreturn(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 		 * not into the wait, and sets nothing: this read and write
 		 * lose none */
 		if (signo >= 1 && signo <= 64 && !t->intr_first)
-			t->intr_first = (uint64_t)signo;
+			t->intr_first = (uint32_t)signo;
 	}
 	t->handler_returns++;
 	count(t, nr, &t->stats->local);

@@ -123,7 +123,7 @@ dt_app_restorer:
 	leaq __stop_detach_wait(%rip), %rdx
 	cmpq %rdx, %rcx
 	jae 1f
-	movl KUC_SIZE(%rsp), %ecx       /* si_signo, zero-extended into rcx */
+	movl KUC_SIZE(%rsp), %ecx       /* si_signo */
 	leal -1(%rcx), %edx
 	cmpl $63, %edx                  /* 1..64, or the action had no SA_SIGINFO */
 	ja 1f
@@ -132,7 +132,7 @@ dt_app_restorer:
 	/* one instruction, without lock: no handler of this thread can run
 	 * between its compare and its store, and no other thread writes the
 	 * field */
-	cmpxchgq %rcx, T_INTR_FIRST(%rdx)
+	cmpxchgl %ecx, T_INTR_FIRST(%rdx)
 1:	movl $NR_rt_sigreturn, %eax
 	syscall
 	ud2

@@ -104,7 +104,7 @@ struct dt_thread {
 	 * wait cannot look between the two.  Set only while 0 by the
 	 * program's handlers' return (stubs.S, dt_app_restorer; signals.c,
 	 * do_sigreturn), taken with an exchange by the wait. */
-	volatile uint64_t intr_first;
+	volatile uint32_t intr_first;
 	volatile uint32_t handler_returns; /* the program's handlers returned (signals.c) */
 	siginfo_t raised_info;          /* written by the proxy with mb.raised */
 	volatile uint8_t selector;      /* Syscall User Dispatch selector byte */

@@ -45,18 +45,6 @@ static inline long local_call(struct dt_thread *t, long nr, const long a[6])
 	return sys_call6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
-/* Which stack an address lies on: 0 any other (the thread's), 1 the
- * runtime's own (stack.c, both halves), 2 the program's alternate one.  The
- * order is the order in which handlers nest (left_wait). */
-static inline int stack_of(const struct dt_thread *t, uintptr_t a)
-{
-	if (a - t->stack_lo < t->stack_hi - t->stack_lo)
-		return 1;
-	if (a - t->app_ss_lo < t->app_ss_hi - t->app_ss_lo)
-		return 2;
-	return 0;
-}
-
 /* Was the wait whose frame is at wait left (a handler siglongjmp'd out of
  * it) when a call's frame is at frame?  On one stack, a frame at or above
  * the wait's is code that left it (stacks grow down).  Across stacks, the

@@ -183,13 +183,10 @@ extern const char dt_wait_resume[] DT_HIDDEN;
  * runtime's stack, which must be free (clock_resume.S). */
 static bool can_resume(const struct dt_thread *t, const ucontext_t *uc)
 {
-	uintptr_t sp;
-
 	if (!uc || !vdso_gettime || t->depth > 0 || t->vfork_child || !t->stack_hi)
 		return false;
-	sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
-	return sp - t->stack_lo >= t->stack_hi - t->stack_lo &&
-	       sp - t->app_ss_lo >= t->app_ss_hi - t->app_ss_lo;
+	/* the thread's own stack: neither ours nor the alternate one */
+	return stack_of(t, (uintptr_t)uc->uc_mcontext.gregs[REG_RSP]) == 0;
 }
 
 /* clock_nanosleep(clk, flags, req, rem); nanosleep(req, rem) is

@@ -140,6 +140,18 @@ static inline void wait_begins(struct dt_thread *t)
 		t->intr_first = 0;
 }
 
+/* Which stack of t's an address lies on: 0 any other (the thread's), 1 the
+ * runtime's own (stack.c, both halves), 2 the program's alternate one.  The
+ * order is the order in which handlers nest (call.h, left_wait). */
+static inline int stack_of(const struct dt_thread *t, uintptr_t a)
+{
+	if (a - t->stack_lo < t->stack_hi - t->stack_lo)
+		return 1;
+	if (a - t->app_ss_lo < t->app_ss_hi - t->app_ss_lo)
+		return 2;
+	return 0;
+}
+
 /* The calling thread's, NULL on threads that are not detached or watched
  * (defined in threads.c). */
 extern __thread struct dt_thread *dt_self DT_HIDDEN;

@@ -10,7 +10,7 @@
  * runtime installs the stack with SS_AUTODISARM (src/runtime/stack.c): the
  * kernel disarms it while a handler runs there, and the handler's
  * rt_sigreturn, which a siglongjmp skips, re-arms it. */
-#include "helpers/t_detach.h"
+#include "helpers/t_altstack.h"
 
 #include <setjmp.h>
 #include <signal.h>
@@ -25,13 +25,6 @@ static sigjmp_buf env;
 static volatile int calls_in_handler;   /* the handler's system calls before it leaves */
 static volatile int wrong;              /* the first wrong thing a handler saw (0: none) */
 static volatile int handled;
-
-static bool here_on_altstack(void)
-{
-	char here;
-
-	return &here >= ss_lo && &here < ss_lo + ss_size;
-}
 
 /* Deep calls of the runtime's (the partition lookup of sched_setaffinity's
  * "pinned" rule; pid -1 is ESRCH in the end), a forwarded one and a wait. */
@@ -55,7 +48,7 @@ static void on_signal(int sig)
 {
 	(void)sig;
 	handled++;
-	if (!wrong && !here_on_altstack())
+	if (!wrong && !t_runs_on(ss_lo, ss_size))
 		wrong = 10 + handled;
 	if (calls_in_handler)
 		handler_calls();
@@ -81,7 +74,7 @@ static int faults(void)
 static int run(void)
 {
 	struct sigaction sa = { .sa_handler = on_signal, .sa_flags = SA_ONSTACK };
-	stack_t ss, got;
+	stack_t got;
 	int p[2], r;
 	char c;
 
@@ -90,10 +83,9 @@ static int run(void)
 	ss_size = t_small_altstack_size(4096);
 	if (ss_size < 8192)
 		ss_size = 8192;
-	if (!(ss_lo = t_guarded_stack(ss_size)) || pipe(p))
+	if (!(ss_lo = t_altstack_set(ss_size)) || pipe(p))
 		return 1;
-	ss = (stack_t){ .ss_sp = ss_lo, .ss_size = ss_size };
-	if (sigaltstack(&ss, NULL) || sigaction(SIGILL, &sa, NULL) || sigaction(SIGALRM, &sa, NULL))
+	if (sigaction(SIGILL, &sa, NULL) || sigaction(SIGALRM, &sa, NULL))
 		return 2;
 	/* first with calls in the handler: the runtime's work for them does not
 	 * fit in what the handler leaves of the stack */
@@ -124,26 +116,10 @@ static int run(void)
 	return 0;
 }
 
+/* r: 100s the faults with calls in the handler, 200s without, 300 the
+ * interrupted wait, 400s the faults after it; +10+n: handler n was not on
+ * the alternate stack; 4, 5: sigaltstack's report */
 int main(int argc, char **argv)
 {
-	if (!getenv("T_DETACHED")) {
-		int r = run();
-		if (r) {
-			printf("natively: step %d went wrong: the test itself is wrong here\n", r);
-			return 1;
-		}
-		printf("natively: every handler on the alternate stack of %zu bytes\n", ss_size);
-		fflush(stdout);
-		t_reexec_detached(argc, argv, NULL);
-	}
-	if (!t_find_proxy())
-		t_check(0, "not detached");
-	int r = run();
-	/* r: 100s the faults with calls in the handler, 200s without, 300 the
-	 * interrupted wait, 400s the faults after it; +10+n: handler n was not
-	 * on the alternate stack; 4, 5: sigaltstack's report */
-	printf("detached: handlers that siglongjmp on an alternate stack of %zu bytes: %s (%d)\n",
-	       ss_size, r ? "wrong" : "right", r);
-	t_check(r == 0, "step %d went wrong", r);
-	return t_detached_done();
+	return t_altstack_main(argc, argv, run, "handlers that siglongjmp on a small alternate stack");
 }

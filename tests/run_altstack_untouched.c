@@ -14,7 +14,7 @@
  *  - an unwinder in such a handler (glibc's backtrace) still walks through
  *    the signal frame into the interrupted function, as through glibc's
  *    __restore_rt. */
-#include "helpers/t_detach.h"
+#include "helpers/t_altstack.h"
 
 #include <execinfo.h>
 #include <pthread.h>
@@ -37,10 +37,8 @@ __attribute__((noinline)) static void waiter(void)
 
 static void on_usr1(int sig)
 {
-	char here;
-
 	(void)sig;
-	on_altstack = &here >= ss_lo && &here < ss_lo + SS_SIZE;
+	on_altstack = t_runs_on(ss_lo, SS_SIZE);
 	if (round_ == 0) {
 		/* the stack is writable: the unwinder's round */
 		void *ips[16];
@@ -124,10 +122,9 @@ static int run(void)
 	pthread_t pt;
 	void *r;
 
-	if (!(ss_lo = t_guarded_stack(SS_SIZE)))
+	if (!(ss_lo = t_altstack_set(SS_SIZE)))
 		return 10;
-	stack_t ss = { .ss_sp = ss_lo, .ss_size = SS_SIZE };
-	if (sigaltstack(&ss, NULL) || sigaction(SIGUSR1, &sa, NULL))
+	if (sigaction(SIGUSR1, &sa, NULL))
 		return 11;
 	main_thread = pthread_self();
 	for (round_ = 0; round_ < 2; round_++) {
@@ -151,22 +148,10 @@ static int run(void)
 	return one_frame();
 }
 
+/* r: the step of run() or one_frame() that went wrong (16: no unwinding
+ * through the signal frame) */
 int main(int argc, char **argv)
 {
-	if (!getenv("T_DETACHED")) {
-		int r = run();
-		if (r) {
-			printf("natively: step %d went wrong: the test itself is wrong here\n", r);
-			return 1;
-		}
-		printf("natively: the handler unwound, returned from a read-only alternate stack, and ran on one of %zu bytes\n", cur_size);
-		fflush(stdout);
-		t_reexec_detached(argc, argv, NULL);
-	}
-	if (!t_find_proxy())
-		t_check(0, "not detached");
-	int r = run();
-	printf("detached: the handler %s (%d)\n", r ? "went wrong" : "unwound and returned as natively", r);
-	t_check(r == 0, "step %d went wrong (16: no unwinding through the signal frame)", r);
-	return t_detached_done();
+	return t_altstack_main(argc, argv, run, "a handler that unwinds, returns from a read-only "
+			       "alternate stack, and runs on one that holds one frame");
 }

@@ -12,7 +12,7 @@
  * (rewrite mode's trampoline).  The runtime counted a call on another stack
  * than the wait's as never made after the wait was left: the read stayed in
  * the proxy, and every later call ran on the detached thread itself. */
-#include "helpers/t_detach.h"
+#include "helpers/t_altstack.h"
 
 #include <pthread.h>
 #include <setjmp.h>
@@ -25,13 +25,6 @@ static int p[2];
 static sigjmp_buf env;
 static volatile int phase;                      /* 1: in sigsuspend, 2: about to read */
 static volatile int read_on_altstack = -1;
-
-static bool here_on_altstack(void)
-{
-	char here;
-
-	return &here >= ss_lo && &here < ss_lo + SS_SIZE;
-}
 
 /* SIGUSR1, with SIGUSR2 blocked: waits for it in sigsuspend */
 static void on_usr1(int sig)
@@ -50,7 +43,7 @@ static void on_usr2(int sig)
 	char c;
 
 	(void)sig;
-	read_on_altstack = here_on_altstack();
+	read_on_altstack = t_runs_on(ss_lo, SS_SIZE);
 	phase = 2;
 	(void)!read(p[0], &c, 1);
 }
@@ -95,16 +88,12 @@ static int run(void)
 {
 	struct sigaction sa = { .sa_flags = SA_ONSTACK };
 	pthread_t main_thread = pthread_self(), other;
-	stack_t ss;
 	void *missed = NULL;
 	char buf[8];
 	ssize_t n;
 
-	if (!(ss_lo = t_guarded_stack(SS_SIZE)) || pipe(p))
+	if (!(ss_lo = t_altstack_set(SS_SIZE)) || pipe(p))
 		return 1;
-	ss = (stack_t){ .ss_sp = ss_lo, .ss_size = SS_SIZE };
-	if (sigaltstack(&ss, NULL))
-		return 2;
 	sa.sa_handler = on_usr1;
 	sigaddset(&sa.sa_mask, SIGUSR2);
 	if (sigaction(SIGUSR1, &sa, NULL))
@@ -142,26 +131,10 @@ static int run(void)
 	return 0;
 }
 
+/* r: 6 the proxy still read the pipe; 7 the read was never seen to begin;
+ * 8 the read's handler was not on the alternate stack; 9, 10 the data
+ * written after the jump */
 int main(int argc, char **argv)
 {
-	if (!getenv("T_DETACHED")) {
-		int r = run();
-		if (r) {
-			printf("natively: step %d went wrong: the test itself is wrong here\n", r);
-			return 1;
-		}
-		printf("natively: the read left by siglongjmp took no data\n");
-		fflush(stdout);
-		t_reexec_detached(argc, argv, NULL);
-	}
-	if (!t_find_proxy())
-		t_check(0, "not detached");
-	int r = run();
-	/* r: 6 the proxy still read the pipe; 7 the read was never seen to
-	 * begin; 8 the read's handler was not on the alternate stack; 9, 10
-	 * the data written after the jump */
-	printf("detached: a handler's read on the alternate stack, left by siglongjmp: %s (%d)\n",
-	       r ? "wrong" : "right", r);
-	t_check(r == 0, "step %d went wrong", r);
-	return t_detached_done();
+	return t_altstack_main(argc, argv, run, "a handler's read on the alternate stack, left by siglongjmp");
 }

@@ -6,7 +6,7 @@
  * CPython's heap, "free(): invalid pointer" at exit).  And an SA_ONSTACK
  * handler that interrupts a forwarded call's wait still runs on the
  * program's alternate stack, as natively (Go's handlers require it). */
-#include "helpers/t_detach.h"
+#include "helpers/t_altstack.h"
 
 #include <sys/time.h>
 #include <sys/utsname.h>
@@ -18,10 +18,8 @@ static volatile int on_altstack = -1;
 
 static void on_alarm(int sig)
 {
-	char here;
-
 	(void)sig;
-	on_altstack = &here >= ss_lo && &here < ss_lo + ss_size;
+	on_altstack = t_runs_on(ss_lo, ss_size);
 }
 
 static int calls(void)
@@ -64,30 +62,13 @@ static int calls(void)
 static int run(void)
 {
 	ss_size = t_small_altstack_size(4096);
-	if (!(ss_lo = t_guarded_stack(ss_size)))
+	if (!(ss_lo = t_altstack_set(ss_size)))
 		return 10;
-	stack_t ss = { .ss_sp = ss_lo, .ss_size = ss_size };
-	if (sigaltstack(&ss, NULL))
-		return 11;
 	return calls();
 }
 
+/* r: the step of calls() or run() that went wrong */
 int main(int argc, char **argv)
 {
-	if (!getenv("T_DETACHED")) {
-		int r = run();
-		if (r) {
-			printf("natively: call %d went wrong: the test itself is wrong here\n", r);
-			return 1;
-		}
-		printf("natively: all calls right with an alternate stack of %zu bytes\n", ss_size);
-		fflush(stdout);
-		t_reexec_detached(argc, argv, NULL);
-	}
-	if (!t_find_proxy())
-		t_check(0, "not detached");
-	int r = run();
-	printf("detached: calls with an alternate stack of %zu bytes: %s (%d)\n", ss_size, r ? "wrong" : "right", r);
-	t_check(r == 0, "call %d went wrong", r);
-	return t_detached_done();
+	return t_altstack_main(argc, argv, run, "calls with a small alternate stack");
 }

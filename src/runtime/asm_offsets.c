@@ -99,5 +99,13 @@ void asm_offsets(void)
 	DEFINE(UC_RSP, offsetof(ucontext_t, uc_mcontext.gregs[REG_RSP]));
 	DEFINE(SI_CODE, offsetof(siginfo_t, si_code));
 	DEFINE(T_HANDLER_RETURNS, offsetof(struct dt_thread, handler_returns));
+	/* dt_app_restorer: the mask the frame restores, the record of its
+	 * SIGTTIN and SIGTTOU bits (an imm32 for andq) */
+	DEFINE(UC_SIGMASK, offsetof(ucontext_t, uc_sigmask));
+	DEFINE(T_TTY_BLOCKED, offsetof(struct dt_thread, mb.tty_blocked));
+	DEFINE(TTY_SIGNALS_BITS, TTY_SIGNALS);
+	_Static_assert(TTY_SIGNALS < 0x80000000u && FIELD_SIZE(struct mailbox, tty_blocked) == 8,
+		       "stubs.S: andq $imm32, cmpq");
+	_Static_assert(offsetof(ucontext_t, uc_sigmask) == KERNEL_UCONTEXT_SIZE - 8, "the kernel's uc_sigmask");
 	_Static_assert(FIELD_SIZE(struct dt_thread, handler_returns) == 4, "stubs.S: incl");
 }

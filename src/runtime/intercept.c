@@ -55,7 +55,8 @@ static const struct ksigaction sigtrap_action = {
 
 /* The handlers of this file as the process's actions: SIGSYS (sud.c), and
  * SIGTRAP in rewrite mode; and signals.c's for SIGSEGV and SIGBUS, the
- * faults of the runtime's accesses to the program's memory. */
+ * faults of the runtime's accesses to the program's memory; and which of
+ * SIGTTIN and SIGTTOU the program handles (the proxies block those). */
 int intercept_install(void)
 {
 	int err = sud_install(sigsys_entry);
@@ -63,6 +64,8 @@ int intercept_install(void)
 
 	if (!err)
 		err = signal_fault_install();
+	if (!err)
+		err = signal_tty_capture();
 	if (!err && dt_rewrite_on)
 		r = sys_call4(SYS_rt_sigaction, SIGTRAP, &sigtrap_action, &dt_app_sigtrap, 8);
 	return err ? err : r < 0 ? (int)r : 0;

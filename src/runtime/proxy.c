@@ -11,7 +11,9 @@
  *
  * Signals: a proxy blocks every signal but SIGSYS (the runtime's interrupt)
  * and glibc's SIGSETXID, so the program's handlers never run on it and
- * setuid() & co. still reach it as they reach every thread glibc knows.
+ * setuid() & co. still reach it as they reach every thread glibc knows;
+ * SIGTTIN and SIGTTOU it blocks as its detached thread does, where the
+ * program has no handler for them (tty_signals_follow).
  * A signal handled by the detached thread while it waits interrupts the
  * proxy's call with the handler's SA_RESTART semantics (interrupt_proxy).
  */
@@ -37,6 +39,7 @@
 #define ADAPTIVE_SLEEP_AFTER_NS 100000000 /* ... and after 100 ms, sleep until called */
 
 __thread bool dt_is_proxy DT_HIDDEN;
+_Atomic uint64_t dt_tty_handled DT_HIDDEN;
 static __thread struct dt_thread *proxy_of;
 static const struct proxy_hooks *hooks;
 
@@ -349,6 +352,30 @@ static uint64_t wait_request(struct dt_thread *t, uint64_t seen)
 	return seq;
 }
 
+/* Job control: the kernel judges a background process's read of its
+ * terminal, and its write under tostop or its tcsetattr, by the calling
+ * thread's mask and the process's action (tty_jobctrl.c): SIGTTIN or
+ * SIGTTOU blocked or ignored, a read gets EIO and a write goes through;
+ * else the signal goes to the process group (a default action stops it)
+ * and the call is restarted once the process is continued.  The calling
+ * thread is the proxy, so it blocks each of the two as the detached thread
+ * does (the tty_blocked record), and where the program has a handler for
+ * one (which must not run here), always.  Looked at before each call: one
+ * load from a line read anyway and one of a word written only by
+ * rt_sigaction; the mask changes only when the wish does.  open: the two
+ * that this proxy has open now. */
+static void tty_signals_follow(struct dt_thread *t, uint64_t base, uint64_t *open)
+{
+	uint64_t want = TTY_SIGNALS & ~t->mb.tty_blocked &
+			~atomic_load_explicit(&dt_tty_handled, memory_order_relaxed);
+	uint64_t mask = base & ~want;
+
+	if (want == *open)
+		return;
+	sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &mask, NULL, 8);
+	*open = want;
+}
+
 static void *proxy_main(void *arg)
 {
 	struct dt_thread *t = arg;
@@ -357,6 +384,7 @@ static void *proxy_main(void *arg)
 	 * request its predecessor took */
 	uint64_t seen = observe(&mb->req_seq);
 	sigset_t mask;
+	uint64_t base, tty_open = 0;
 
 	/* a forked child's copy of a parent's sleeping proxy's flag: its
 	 * detached thread would wake us on every call */
@@ -367,6 +395,13 @@ static void *proxy_main(void *arg)
 	dt_is_proxy = true;
 	placement_home(0);
 	proxy_of = t;
+	/* Born with its creator's mask (glibc's pthread_create gives the new
+	 * thread the mask of the thread that made it): the detached thread's,
+	 * as the program has it (a trap's handler blocks nothing more:
+	 * sud.c).  The record of SIGTTIN and SIGTTOU starts from it. */
+	pthread_sigmask(SIG_BLOCK, NULL, &mask);
+	mb->tty_blocked = (sigismember(&mask, SIGTTIN) ? 1ull << (SIGTTIN - 1) : 0) |
+			  (sigismember(&mask, SIGTTOU) ? 1ull << (SIGTTOU - 1) : 0);
 	sigfillset(&mask);
 	sigdelset(&mask, SIGSYS);
 	sigdelset(&mask, SIGSETXID);
@@ -375,6 +410,7 @@ static void *proxy_main(void *arg)
 	 * SIGTRAP (rewrite.c, dispatch.h: kept_open) */
 	sigdelset(&mask, SIGTRAP);
 	pthread_sigmask(SIG_SETMASK, &mask, NULL);
+	memcpy(&base, &mask, sizeof(base));     /* the kernel's 64 signals */
 	prctl(PR_SET_NAME, "detach-proxy");
 	prctl(PR_SET_TIMERSLACK, 1);       /* adaptive polls: no 50 us slack */
 	__atomic_store_n(&t->proxy_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
@@ -399,9 +435,11 @@ static void *proxy_main(void *arg)
 			/* the detached thread is about to exit or attach: its figures */
 			hooks->counters(t);
 		}
-		else if (nr >= 0)
+		else if (nr >= 0) {
+			tty_signals_follow(t, base, &tty_open);
 			r = sys_proxy_call(nr, mb->args[0], mb->args[1], mb->args[2], mb->args[3],
 					   mb->args[4], mb->args[5], &mb->intr);
+		}
 		mb->raised = (r == -EPIPE || r == -EFBIG) ? take_raised_signal(t) : 0;
 		mb->ret = r;
 		publish(&mb->done_seq, seq);

@@ -24,5 +24,8 @@ void proxy_stop(struct dt_thread *t) DT_HIDDEN;
 void proxy_abandoned(struct dt_thread *t) DT_HIDDEN;
 void proxy_interrupt_taken(ucontext_t *uc) DT_HIDDEN;
 extern __thread bool dt_is_proxy DT_HIDDEN;
+/* Of TTY_SIGNALS, those whose action is a handler of the program's
+ * (signals.c keeps it): the proxies block them (proxy.c). */
+extern _Atomic uint64_t dt_tty_handled DT_HIDDEN;
 
 #endif

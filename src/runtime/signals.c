@@ -14,6 +14,15 @@
 
 extern char __start_detach_wait[], __stop_detach_wait[] DT_HIDDEN;
 
+/* The detached thread's mask is mask from now on: its proxy blocks SIGTTIN
+ * and SIGTTOU as it does (proxy.c, tty_signals_follow).  Written only when
+ * it changes: the proxy reads the line at every call. */
+static inline void tty_blocked_is(struct dt_thread *t, uint64_t mask)
+{
+	if (t->mb.tty_blocked != (mask & TTY_SIGNALS))
+		t->mb.tty_blocked = mask & TTY_SIGNALS;
+}
+
 long do_sigreturn(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
 	(void)a;
@@ -42,6 +51,7 @@ long do_sigreturn(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 			t->intr_first = (uint32_t)signo;
 	}
 	t->handler_returns++;
+	tty_blocked_is(t, app->uc_sigmask.__val[0]);
 	count(t, nr, &t->stats->local);
 	stack_trap_leaves(t, (uintptr_t)frame);
 	/* Resume the program's frame directly; ours is dropped.  The kernel
@@ -145,6 +155,24 @@ int signal_fault_install(void)
 	return 0;
 }
 
+/* At start: SIGTTIN and SIGTTOU with a handler of the program's (an image
+ * of a program that set one before detach pid, dt_detach) are blocked on
+ * the proxies (dt_tty_handled). */
+int signal_tty_capture(void)
+{
+	static const int sigs[2] = { SIGTTIN, SIGTTOU };
+	struct ksigaction cur;
+
+	for (int i = 0; i < 2; i++) {
+		long r = sys_call4(SYS_rt_sigaction, sigs[i], NULL, &cur, 8);
+		if (r < 0)
+			return (int)r;
+		if (cur.handler != SIG_DFL && cur.handler != SIG_IGN)
+			atomic_fetch_or(&dt_tty_handled, 1ull << (sigs[i] - 1));
+	}
+	return 0;
+}
+
 /* execve keeps an ignored action and resets a handled one: the program's
  * SIG_IGN goes to the kernel for the exec (the new image's runtime takes
  * it as the program's), ours comes back if the exec fails. */
@@ -229,7 +257,16 @@ long do_sigaction(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 			app_rest = restorer_before;     /* ours, read back and installed again */
 		b[1] = (long)&act;
 	}
+	/* SIGTTIN, SIGTTOU: blocked on the proxies before a handler is set
+	 * (this call's proxy blocks them before it runs it), opened only
+	 * after the handler is gone (tty_signals_follow) */
+	uint64_t tty = bit & TTY_SIGNALS, handled_was = atomic_load(&dt_tty_handled) & tty;
+	bool handled = a[1] && act.handler != SIG_DFL && act.handler != SIG_IGN;
+	if (tty && a[1] && handled)
+		atomic_fetch_or(&dt_tty_handled, tty);
 	ret = forward(t, nr, b);
+	if (tty && a[1] && (ret < 0 ? !handled_was : !handled))
+		atomic_fetch_and(&dt_tty_handled, ~tty);
 	if (ret < 0)
 		return ret;
 	/* the kernel has just written *old: it is writable */
@@ -293,6 +330,7 @@ long do_sigprocmask(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	was = *frame_mask | t->app_blocked_open;
 	*frame_mask = cur & ~never;
 	t->app_blocked_open = app;
+	tty_blocked_is(t, *frame_mask);
 	if (!uc)
 		sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &real, NULL, 8);
 	if (a[2] && copy_to_user((void *)a[2], &was, sizeof(was)))

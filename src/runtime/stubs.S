@@ -116,7 +116,15 @@ dt_app_restorer:
 	testq %rax, %rax
 	jz 1f
 	incl T_HANDLER_RETURNS(%rax)
-	movq UC_RIP(%rsp), %rcx
+	/* the mask this return restores is the thread's from now on: its
+	 * proxy blocks SIGTTIN and SIGTTOU as it does (signals.c,
+	 * tty_blocked_is; written only when it changes) */
+	movq UC_SIGMASK(%rsp), %rcx
+	andq $TTY_SIGNALS_BITS, %rcx
+	cmpq %rcx, T_TTY_BLOCKED(%rax)
+	je 2f
+	movq %rcx, T_TTY_BLOCKED(%rax)
+2:	movq UC_RIP(%rsp), %rcx
 	leaq __start_detach_wait(%rip), %rdx
 	cmpq %rdx, %rcx
 	jb 1f

@@ -40,7 +40,16 @@ struct mailbox {
 	_Alignas(64)
 	volatile uint8_t intr;          /* INTR_*: set by the detached thread */
 	volatile uint64_t intr_sent;
+	/* Of SIGTTIN and SIGTTOU (TTY_SIGNALS), those the detached thread
+	 * blocks (signals.c records each change it sees), which its proxy
+	 * blocks too (proxy.c, tty_signals_follow).  On this line, which the
+	 * proxy reads at every call and the detached thread writes rarely. */
+	volatile uint64_t tty_blocked;
 };
+/* The signals of job control a terminal sends a background process that
+ * reads it, or writes it under tostop or changes its settings (the kernel's
+ * tty_jobctrl.c, judged by the calling thread's mask and the action). */
+#define TTY_SIGNALS ((1ull << (SIGTTIN - 1)) | (1ull << (SIGTTOU - 1)))
 
 /* The kernel's struct sched_attr (sched_setattr(2)), VER1 (56 bytes). */
 struct kernel_sched_attr {

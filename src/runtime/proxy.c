@@ -12,8 +12,9 @@
  * Signals: a proxy blocks every signal but SIGSYS (the runtime's interrupt)
  * and glibc's SIGSETXID, so the program's handlers never run on it and
  * setuid() & co. still reach it as they reach every thread glibc knows;
- * SIGTTIN and SIGTTOU it blocks as its detached thread does, where the
- * program has no handler for them (tty_signals_follow).
+ * SIGTTIN and SIGTTOU it blocks as its detached thread does
+ * (tty_signals_follow), and takes them to its detached thread where the
+ * program has a handler for them (proxy_tty_signal_taken).
  * A signal handled by the detached thread while it waits interrupts the
  * proxy's call with the handler's SA_RESTART semantics (interrupt_proxy).
  */
@@ -41,6 +42,10 @@
 __thread bool dt_is_proxy DT_HIDDEN;
 _Atomic uint64_t dt_tty_handled DT_HIDDEN;
 static __thread struct dt_thread *proxy_of;
+/* a SIGTTIN or SIGTTOU of the program's handler taken here during a call,
+ * and its siginfo (proxy_tty_signal_taken) */
+static __thread int tty_taken;
+static __thread siginfo_t tty_taken_info;
 static const struct proxy_hooks *hooks;
 
 void proxy_hooks_set(const struct proxy_hooks *h)
@@ -171,6 +176,7 @@ long proxy_forward(struct dt_thread *t, long nr, const long a[6])
 	int32_t raised;
 	long r;
 
+again:
 	wait_begins(t);
 	/* where this wait's frame is: a later call from above it means the
 	 * wait was abandoned (forward(), dispatch.h) */
@@ -216,11 +222,26 @@ long proxy_forward(struct dt_thread *t, long nr, const long a[6])
 		info = t->raised_info;
 	same_thread_barrier();
 	t->depth--;
+	/* The terminal's SIGTTIN or SIGTTOU ended the call on the proxy
+	 * (proxy_tty_signal_taken), and its handler runs here next: natively
+	 * the kernel enters the call again after the handler if the action
+	 * had SA_RESTART when the signal was delivered (ours carries the
+	 * program's: signals.c, tty_action), else it ends with EINTR.  Read
+	 * before the delivery: the handler may change the action.  The
+	 * signal path only. */
+	struct ksigaction ka = { 0 };
+	if (r == -PROXY_ERESTART)
+		sys_call4(SYS_rt_sigaction, raised, NULL, &ka, 8);
 	if (raised)
 		/* delivered on the way out of this kernel entry, before the
 		 * program sees the result, as natively; its handler's calls
 		 * are forwarded as usual (depth is back) */
 		sys_call4(SYS_rt_tgsigqueueinfo, dt_cfg.pid, t->tid, raised, &info);
+	if (r == -PROXY_ERESTART) {
+		if (ka.flags & SA_RESTART)
+			goto again;
+		r = -EINTR;
+	}
 	return r;
 }
 
@@ -276,6 +297,32 @@ void proxy_interrupt_taken(ucontext_t *uc)
 	while (cur < sent &&
 	       !atomic_compare_exchange_weak_explicit(ack, &cur, sent, memory_order_release, memory_order_relaxed))
 		;
+}
+
+/* The runtime's handler of SIGTTIN or SIGTTOU (signals.c, where the program
+ * has a handler for it), on a proxy: the proxy had it open for a call
+ * (tty_signals_follow), for the kernel to judge a terminal access by the
+ * detached thread's mask; the signal is the program's, and its handler runs
+ * on the detached thread.  Kept with its siginfo and handed over with the
+ * reply (mb.raised), where the detached thread sends it to itself.  A call
+ * not ended yet (the kernel's restart of a job-control ERESTARTSYS, which
+ * would only raise the signal again, or a call not entered) ends with
+ * PROXY_ERESTART: the detached thread enters it again or ends it with EINTR
+ * as the handler's SA_RESTART says (proxy_forward).  One that ended with
+ * EINTR (no SA_RESTART) or completed keeps its result. */
+void proxy_tty_signal_taken(int sig, const siginfo_t *si, ucontext_t *uc)
+{
+	greg_t *g = uc->uc_mcontext.gregs;
+	uintptr_t rip = (uintptr_t)g[REG_RIP];
+
+	if (!proxy_of)
+		return;
+	tty_taken = sig;
+	tty_taken_info = *si;
+	if (rip >= (uintptr_t)sys_proxy_call_check && rip <= (uintptr_t)sys_proxy_call_insn) {
+		g[REG_RAX] = -PROXY_ERESTART;
+		g[REG_RIP] = (greg_t)sys_proxy_call_insn + 2;   /* its ret */
+	}
 }
 
 /* A forwarded call that failed with EPIPE or EFBIG raised SIGPIPE or
@@ -359,16 +406,23 @@ static uint64_t wait_request(struct dt_thread *t, uint64_t seen)
  * else the signal goes to the process group (a default action stops it)
  * and the call is restarted once the process is continued.  The calling
  * thread is the proxy, so it blocks each of the two as the detached thread
- * does (the tty_blocked record), and where the program has a handler for
- * one (which must not run here), always.  Looked at before each call: one
- * load from a line read anyway and one of a word written only by
- * rt_sigaction; the mask changes only when the wish does.  open: the two
- * that this proxy has open now. */
-static void tty_signals_follow(struct dt_thread *t, uint64_t base, uint64_t *open)
+ * does (the tty_blocked record).  One the program has a handler for is open
+ * only during a call (in_call; the handler is the runtime's then, which
+ * hands the signal to the detached thread: proxy_tty_signal_taken), so
+ * that one sent to the process while the proxy waits for work goes to the
+ * detached thread, not here; the two kernel entries a call this costs are
+ * paid only by a program that handles them.  Looked at before and after
+ * each call: one load from a line read anyway and one of a word written
+ * only by rt_sigaction; the mask changes only when the wish does.  open:
+ * the two that this proxy has open now. */
+static void tty_signals_follow(struct dt_thread *t, uint64_t base, uint64_t *open, bool in_call)
 {
-	uint64_t want = TTY_SIGNALS & ~t->mb.tty_blocked &
-			~atomic_load_explicit(&dt_tty_handled, memory_order_relaxed);
-	uint64_t mask = base & ~want;
+	uint64_t want = TTY_SIGNALS & ~t->mb.tty_blocked;
+	uint64_t mask;
+
+	if (!in_call)
+		want &= ~atomic_load_explicit(&dt_tty_handled, memory_order_relaxed);
+	mask = base & ~want;
 
 	if (want == *open)
 		return;
@@ -436,11 +490,18 @@ static void *proxy_main(void *arg)
 			hooks->counters(t);
 		}
 		else if (nr >= 0) {
-			tty_signals_follow(t, base, &tty_open);
+			tty_signals_follow(t, base, &tty_open, true);
 			r = sys_proxy_call(nr, mb->args[0], mb->args[1], mb->args[2], mb->args[3],
 					   mb->args[4], mb->args[5], &mb->intr);
+			tty_signals_follow(t, base, &tty_open, false);
 		}
-		mb->raised = (r == -EPIPE || r == -EFBIG) ? take_raised_signal(t) : 0;
+		if (tty_taken) {
+			t->raised_info = tty_taken_info;
+			mb->raised = tty_taken;
+			tty_taken = 0;
+		} else {
+			mb->raised = (r == -EPIPE || r == -EFBIG) ? take_raised_signal(t) : 0;
+		}
 		mb->ret = r;
 		publish(&mb->done_seq, seq);
 	}

@@ -23,9 +23,15 @@ long proxy_forward(struct dt_thread *t, long nr, const long a[6]) DT_HIDDEN;
 void proxy_stop(struct dt_thread *t) DT_HIDDEN;
 void proxy_abandoned(struct dt_thread *t) DT_HIDDEN;
 void proxy_interrupt_taken(ucontext_t *uc) DT_HIDDEN;
+/* A SIGTTIN or SIGTTOU the program handles, taken on a proxy (signals.c) */
+void proxy_tty_signal_taken(int sig, const siginfo_t *si, ucontext_t *uc) DT_HIDDEN;
+/* A forwarded call that a job-control signal ended on the proxy before its
+ * handler ran (the kernel's ERESTARTSYS): to be entered again or to end
+ * with EINTR as the handler's SA_RESTART says (proxy_forward) */
+#define PROXY_ERESTART 512
 extern __thread bool dt_is_proxy DT_HIDDEN;
 /* Of TTY_SIGNALS, those whose action is a handler of the program's
- * (signals.c keeps it): the proxies block them (proxy.c). */
+ * (signals.c keeps it): the proxies open them only during a call (proxy.c). */
 extern _Atomic uint64_t dt_tty_handled DT_HIDDEN;
 
 #endif

@@ -155,9 +155,66 @@ int signal_fault_install(void)
 	return 0;
 }
 
-/* At start: SIGTTIN and SIGTTOU with a handler of the program's (an image
- * of a program that set one before detach pid, dt_detach) are blocked on
- * the proxies (dt_tty_handled). */
+/* ---- SIGTTIN and SIGTTOU: job control on the proxy ---------------------- */
+
+/* A terminal judges a background process's access by the calling thread's
+ * mask and the action (proxy.c, tty_signals_follow): the proxy, which makes
+ * the detached thread's calls, has the two open as the detached thread has
+ * them, and the program's handler must not run there.  So where the
+ * program has a handler, the kernel's is tty_handler: on a proxy it hands
+ * the signal to the detached thread (proxy_tty_signal_taken), anywhere
+ * else it runs the program's.  The program's wish is kept here, as
+ * SIGSEGV's; a default or ignored action goes to the kernel as it is. */
+static struct ksigaction app_tty[2];            /* SIGTTIN, SIGTTOU */
+
+static bool handled(const struct ksigaction *a)
+{
+	return a->handler != SIG_DFL && a->handler != SIG_IGN;
+}
+
+static void tty_handler(int sig, siginfo_t *si, void *ctx)
+{
+	if (dt_is_proxy)
+		proxy_tty_signal_taken(sig, si, ctx);
+	else
+		signal_deliver_app(&app_tty[sig == SIGTTOU], sig, si, ctx, false);
+}
+
+/* The kernel's action for a program's wish: as fault_action, with the
+ * program's SA_RESTART, which decides a call the signal interrupts here and
+ * one it ended on the proxy (proxy_forward reads it back). */
+static void tty_action(const struct ksigaction *app, struct ksigaction *k)
+{
+	if (!handled(app)) {
+		*k = *app;
+		return;
+	}
+	k->handler = (void *)tty_handler;
+	k->flags = SA_SIGINFO | SA_RESTORER | (app->flags & (SA_ONSTACK | SA_NODEFER | SA_RESTART));
+	k->restorer = app->flags & SA_RESTORER ? restorer_for(app) : (void *)sys_sigreturn_restorer;
+	k->mask = app->mask & ~kept_open();
+}
+
+/* Installs the program's wish app for sig: the proxies keep a handled one
+ * closed but during a call (dt_tty_handled) from before the kernel runs
+ * our handler for it until the kernel no longer does. */
+static long tty_install(int sig, const struct ksigaction *app)
+{
+	struct ksigaction k;
+	uint64_t bit = 1ull << (sig - 1);
+	long r;
+
+	tty_action(app, &k);
+	if (handled(app))
+		atomic_fetch_or(&dt_tty_handled, bit);
+	r = sys_call4(SYS_rt_sigaction, sig, &k, NULL, 8);
+	if (!handled(app) && r == 0)
+		atomic_fetch_and(&dt_tty_handled, ~bit);
+	return r;
+}
+
+/* At start: the actions the program has (detach pid, dt_detach: maybe a
+ * handler already) become its wish. */
 int signal_tty_capture(void)
 {
 	static const int sigs[2] = { SIGTTIN, SIGTTOU };
@@ -167,8 +224,11 @@ int signal_tty_capture(void)
 		long r = sys_call4(SYS_rt_sigaction, sigs[i], NULL, &cur, 8);
 		if (r < 0)
 			return (int)r;
-		if (cur.handler != SIG_DFL && cur.handler != SIG_IGN)
-			atomic_fetch_or(&dt_tty_handled, 1ull << (sigs[i] - 1));
+		if (cur.handler == (void *)tty_handler)
+			continue;               /* a second start: the wish is kept */
+		app_tty[i] = cur;
+		if (handled(&cur) && (r = tty_install(sigs[i], &cur)) < 0)
+			return (int)r;
 	}
 	return 0;
 }
@@ -193,10 +253,11 @@ void signal_fault_exec(bool before)
 }
 
 /* rt_sigaction of a signal whose action the runtime keeps (SIGSYS,
- * SIGTRAP in rewrite mode, SIGSEGV, SIGBUS): the program's wish is kept in
- * app and answered from there, in the kernel's order (act read, the
- * action changed, then oldact written); a fault action is applied through
- * fault_action. */
+ * SIGTRAP in rewrite mode, SIGSEGV, SIGBUS, SIGTTIN, SIGTTOU): the
+ * program's wish is kept in app and answered from there, in the kernel's
+ * order (act read, the action changed, then oldact written); a fault
+ * action is applied through fault_action, a job-control one through
+ * tty_install. */
 static long kept_action(struct dt_thread *t, long nr, const long *a, struct ksigaction *app)
 {
 	struct ksigaction want, was = *app, k;
@@ -211,6 +272,11 @@ static long kept_action(struct dt_thread *t, long nr, const long *a, struct ksig
 			long r;
 			fault_action(&want, &k);
 			if ((r = sys_call4(SYS_rt_sigaction, a[0], &k, NULL, 8)) < 0)
+				return r;
+		}
+		if (app == &app_tty[0] || app == &app_tty[1]) {
+			long r = tty_install((int)a[0], &want);
+			if (r < 0)
 				return r;
 		}
 		*app = want;
@@ -240,6 +306,8 @@ long do_sigaction(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 		return kept_action(t, nr, a, &dt_app_sigtrap);
 	if (a[0] == SIGSEGV || a[0] == SIGBUS)
 		return kept_action(t, nr, a, &app_fault[a[0] == SIGBUS]);
+	if (a[0] == SIGTTIN || a[0] == SIGTTOU)
+		return kept_action(t, nr, a, &app_tty[a[0] == SIGTTOU]);
 	memcpy(b, a, sizeof(b));
 	if (a[1]) {
 		/* unreadable: the kernel says EFAULT */
@@ -257,16 +325,7 @@ long do_sigaction(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 			app_rest = restorer_before;     /* ours, read back and installed again */
 		b[1] = (long)&act;
 	}
-	/* SIGTTIN, SIGTTOU: blocked on the proxies before a handler is set
-	 * (this call's proxy blocks them before it runs it), opened only
-	 * after the handler is gone (tty_signals_follow) */
-	uint64_t tty = bit & TTY_SIGNALS, handled_was = atomic_load(&dt_tty_handled) & tty;
-	bool handled = a[1] && act.handler != SIG_DFL && act.handler != SIG_IGN;
-	if (tty && a[1] && handled)
-		atomic_fetch_or(&dt_tty_handled, tty);
 	ret = forward(t, nr, b);
-	if (tty && a[1] && (ret < 0 ? !handled_was : !handled))
-		atomic_fetch_and(&dt_tty_handled, ~tty);
 	if (ret < 0)
 		return ret;
 	/* the kernel has just written *old: it is writable */

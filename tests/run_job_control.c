@@ -24,7 +24,8 @@
 /* ---- the program: one case, in a background process group ---------------
  * Its exit status: 10 * outcome + the handler's runs (0-9); outcome 1 the
  * call succeeded (a read of "x"), 2 EIO, 3 EINTR, 4 anything else, 5 a
- * handler ran on another thread than the one that made the call. */
+ * handler ran on another thread than the one that made the call; 41: run
+ * under `detach run` but not detached. */
 enum { OK = 1, EIO_ = 2, EINTR_ = 3, OTHER = 4, WRONG_THREAD = 5 };
 
 static volatile sig_atomic_t runs, bad_thread;
@@ -51,6 +52,8 @@ static int program(const char *c)
 
 	if (fd < 0)
 		return 40;
+	if (getenv("T_DETACHED") && !t_find_proxy())
+		return 41;              /* under detach run, but not detached */
 	caller = (pid_t)syscall(SYS_gettid);
 	if (strstr(c, "-ign"))
 		signal(sig, SIG_IGN);
@@ -228,6 +231,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "FAIL: the checks fail natively: the test is wrong\n");
 		return 1;
 	}
+	setenv("T_DETACHED", "1", 1);           /* the program checks it has a proxy */
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		snprintf(role, sizeof(role), "case:%s", cases[i].name);
 		t_detach_argv(args, NULL, NULL, self, role);

@@ -230,8 +230,21 @@ again:
 	 * before the delivery: the handler may change the action.  The
 	 * signal path only. */
 	struct ksigaction ka = { 0 };
-	if (r == -PROXY_ERESTART)
+	if (r == -PROXY_ERESTART) {
+		uint64_t blocked = 0;
+		/* This thread blocks it after all: a mask the kernel applied
+		 * without a call the runtime saw (a handler's sa_mask), so the
+		 * record the proxy followed was stale.  Natively the kernel had
+		 * judged the call by this mask (EIO, or the write goes through):
+		 * the call is made again under the corrected record, and the
+		 * signal, which natively was not raised, is not delivered. */
+		sys_call4(SYS_rt_sigprocmask, SIG_BLOCK, NULL, &blocked, 8);
+		if (blocked & (1ull << (raised - 1))) {
+			t->mb.tty_blocked = blocked & TTY_SIGNALS;
+			goto again;
+		}
 		sys_call4(SYS_rt_sigaction, raised, NULL, &ka, 8);
+	}
 	if (raised)
 		/* delivered on the way out of this kernel entry, before the
 		 * program sees the result, as natively; its handler's calls

@@ -174,10 +174,20 @@ static bool handled(const struct ksigaction *a)
 
 static void tty_handler(int sig, siginfo_t *si, void *ctx)
 {
-	if (dt_is_proxy)
+	struct ksigaction *app = &app_tty[sig == SIGTTOU];
+
+	if (dt_is_proxy) {
 		proxy_tty_signal_taken(sig, si, ctx);
-	else
-		signal_deliver_app(&app_tty[sig == SIGTTOU], sig, si, ctx, false);
+		return;
+	}
+	/* The mask the kernel applied for this handler, seen here (unlike
+	 * another handler's): a terminal access from inside it is judged by
+	 * it (its own signal blocked: EIO, or the write goes through); its
+	 * return restores the frame's (dt_app_restorer) */
+	if (dt_self)
+		tty_blocked_is(dt_self, ((ucontext_t *)ctx)->uc_sigmask.__val[0] | app->mask |
+				       (app->flags & SA_NODEFER ? 0 : 1ull << (sig - 1)));
+	signal_deliver_app(app, sig, si, ctx, false);
 }
 
 /* The kernel's action for a program's wish: as fault_action, with the

@@ -5,7 +5,8 @@
  * `stty tostop`, and its tcsetattr, stop it with SIGTTOU.  A SIGTTIN handler
  * runs on the detached thread and ends the read with EINTR (without
  * SA_RESTART) or has it entered again (with it: three times here, then the
- * handler ignores SIGTTIN and the read gets EIO).  SIGTTIN ignored or
+ * handler ignores SIGTTIN and the read gets EIO); a SIGTTOU handler's own
+ * tostop write goes through (its signal is blocked in it).  SIGTTIN ignored or
  * blocked: the read gets EIO; SIGTTOU ignored or blocked: the tostop write
  * goes through.  Each case runs natively first, in a session of its own on
  * a pseudo-terminal, and must give the native result there; then the same
@@ -24,18 +25,23 @@
 /* ---- the program: one case, in a background process group ---------------
  * Its exit status: 10 * outcome + the handler's runs (0-9); outcome 1 the
  * call succeeded (a read of "x"), 2 EIO, 3 EINTR, 4 anything else, 5 a
- * handler ran on another thread than the one that made the call; 41: run
+ * handler ran on another thread than the one that made the call, 6 the
+ * handler's own write of the terminal failed; 41: run
  * under `detach run` but not detached. */
-enum { OK = 1, EIO_ = 2, EINTR_ = 3, OTHER = 4, WRONG_THREAD = 5 };
+enum { OK = 1, EIO_ = 2, EINTR_ = 3, OTHER = 4, WRONG_THREAD = 5, NESTED_FAILED = 6 };
 
-static volatile sig_atomic_t runs, bad_thread;
+static volatile sig_atomic_t runs, bad_thread, nested_bad;
 static int restart_runs;            /* with SA_RESTART: ignore after this many */
+static int nested_fd = -1;          /* the handler writes the terminal itself */
 static pid_t caller;
 
 static void on_sig(int s)
 {
 	if ((pid_t)syscall(SYS_gettid) != caller)
 		bad_thread = 1;
+	/* its own signal is blocked in it: natively the write goes through */
+	if (nested_fd >= 0 && write(nested_fd, "z", 1) != 1)
+		nested_bad = 1;
 	if (++runs == restart_runs)
 		signal(s, SIG_IGN);
 }
@@ -63,6 +69,8 @@ static int program(const char *c)
 		sigaddset(&set, sig);
 		sigprocmask(SIG_BLOCK, &set, NULL);
 	}
+	if (strstr(c, "-nested"))
+		nested_fd = fd;
 	if (strstr(c, "-handler"))
 		sigaction(sig, &sa, NULL);
 	if (strstr(c, "-restart")) {
@@ -80,6 +88,8 @@ static int program(const char *c)
 		n = write(fd, "y", 1);
 	}
 	int outcome = n == 1 ? OK : errno == EIO ? EIO_ : errno == EINTR ? EINTR_ : OTHER;
+	if (nested_bad)
+		outcome = NESTED_FAILED;
 	if (bad_thread)
 		outcome = WRONG_THREAD;
 	return outcome * 10 + (runs > 9 ? 9 : runs);
@@ -102,6 +112,7 @@ static const struct job_case cases[] = {
 	{ "read-blocked", false, 0, EIO_ * 10 },
 	{ "write-dfl", true, SIGTTOU, OK * 10 },
 	{ "write-handler", true, 0, EINTR_ * 10 + 1 },
+	{ "write-handler-nested", true, 0, EINTR_ * 10 + 1 },
 	{ "write-ign", true, 0, OK * 10 },
 	{ "write-blocked", true, 0, OK * 10 },
 	{ "tcsetattr-dfl", false, SIGTTOU, OK * 10 },

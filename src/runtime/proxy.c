@@ -230,7 +230,7 @@ again:
 	 * before the delivery: the handler may change the action.  The
 	 * signal path only. */
 	struct ksigaction ka = { 0 };
-	if (r == -PROXY_ERESTART) {
+	if (r == -PROXY_ERESTART && raised) {       /* never one without the other */
 		uint64_t blocked = 0;
 		/* This thread blocks it after all: a mask the kernel applied
 		 * without a call the runtime saw (a handler's sa_mask), so the

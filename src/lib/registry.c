@@ -59,6 +59,7 @@ void registry_thread_json(struct json *j, const struct dt_registry *r, const str
 	json_uint(j, "traps_refused", s->traps_refused);
 	json_uint(j, "sync_cores", s->sync_cores);
 	json_uint(j, "int3_hits", s->int3_hits);
+	json_uint(j, "interrupts_resent", s->interrupts_resent);
 	/* the runtime's own account of kernel entries on the detached CPU:
 	 * a trap or an int3 hit is two (the trap and its rt_sigreturn), a
 	 * local call or a membarrier one */

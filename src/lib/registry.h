@@ -39,6 +39,8 @@ struct dt_thread_stats {
 	volatile uint64_t sync_cores;   /* membarrier SYNC_CORE of its rewrites: IPIs to
 					 * every CPU running the process (warm-up only) */
 	volatile uint64_t int3_hits;    /* its calls that met a site's int3 mid-rewrite */
+	volatile uint64_t interrupts_resent; /* interrupts of its proxy sent again: not
+					      * acknowledged within 10 ms (proxy.c, ack_late) */
 	volatile uint64_t per_nr[DT_NR_SYSCALLS];
 	struct kernel_counters at_detach;   /* the kernel's figures when detached */
 	struct kernel_counters at_exit;     /* ... and when it exited or attached */
@@ -48,7 +50,7 @@ struct dt_thread_stats {
 					     * a call that changed the thread made a new one */
 };
 
-#define REGISTRY_MAGIC 0x34484354454400ull   /* "DETACH4" */
+#define REGISTRY_MAGIC 0x35484354454400ull   /* "DETACH5" */
 struct dt_registry {
 	uint64_t magic;
 	int32_t pid;

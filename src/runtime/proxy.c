@@ -83,20 +83,52 @@ static inline uint64_t observe(volatile uint64_t *seq)
  * hit again by a handler without SA_RESTART after the wait looked, had
  * been entered again natively, and that handler ends it.  The signal path
  * only: its kernel entries cost nothing in steady state. */
-static void send_interrupt(struct dt_thread *t, uint8_t want)
+static void signal_proxy(struct dt_thread *t)
 {
 	siginfo_t si;
 
-	if (t->mb.intr == INTR_NONE || want < t->mb.intr)
-		t->mb.intr = want;
-	t->mb.intr_sent++;
 	memset(&si, 0, sizeof(si));
 	si.si_signo = SIGSYS;
 	si.si_code = SI_QUEUE;        /* < 0: allowed between our own threads */
 	si.si_pid = dt_cfg.pid;       /* how the proxy recognizes us */
+	sys_call4(SYS_rt_tgsigqueueinfo, dt_cfg.pid, t->proxy_tid, SIGSYS, &si);
+}
+
+static void send_interrupt(struct dt_thread *t, uint8_t want)
+{
+	if (t->mb.intr == INTR_NONE || want < t->mb.intr)
+		t->mb.intr = want;
+	t->mb.intr_sent++;
 	/* a system call: orders the two stores above before the proxy's
 	 * handler reads them */
-	sys_call4(SYS_rt_tgsigqueueinfo, dt_cfg.pid, t->proxy_tid, SIGSYS, &si);
+	signal_proxy(t);
+}
+
+/* An interrupt not acknowledged after this long is sent again (ack_late). */
+#define INTERRUPT_LATE_NS 10000000
+static uint64_t interrupt_late_cycles;
+
+/* The proxy's acknowledgment of the interrupts sent (intr_ack) is late by
+ * INTERRUPT_LATE_NS since *since (0: it was not late at the last look):
+ * the interrupt is sent again, and counted (interrupts_resent).  A safety
+ * net, not a path: runs of a 20 us SIGALRM storm (run_rewrite_signals) hung,
+ * about one process in several thousand, in the wait of a handler's own
+ * call with the reply in and one interrupt never acknowledged, though no
+ * SIGSYS was pending on the proxy; how is not known.  Sending it again is
+ * harmless: the proxy applies the call's wish as it stands and acknowledges
+ * every interrupt sent so far (proxy_interrupt_taken), and a proxy merely
+ * slow to run (a loaded machine) takes two signals for one. */
+static void ack_late(struct dt_thread *t, uint64_t now, uint64_t *since)
+{
+	if (t->mb.intr_ack == t->mb.intr_sent) {
+		*since = 0;
+	} else if (!*since) {
+		*since = now;
+	} else if (now - *since > interrupt_late_cycles) {
+		signal_proxy(t);
+		t->stats->interrupts_resent++;
+		*since = now;
+	}
 }
 
 /* Handlers of the program ran on top of wait_reply since it last looked:
@@ -136,7 +168,7 @@ static void interrupt_proxy(struct dt_thread *t)
 __attribute__((noinline, section("detach_wait")))
 static long wait_reply(struct dt_thread *t, uint64_t seq, uint64_t *off)
 {
-	uint64_t c = rdtsc(), prev;
+	uint64_t c = rdtsc(), prev, late = 0;
 
 	while (observe(&t->mb.done_seq) != seq || t->mb.intr_ack != t->mb.intr_sent) {
 		if (t->intr_first) {
@@ -151,6 +183,7 @@ static long wait_reply(struct dt_thread *t, uint64_t seq, uint64_t *off)
 		c = rdtsc();
 		if (c - prev > dt_cfg.off_cpu_cycles)
 			*off += c - prev;
+		ack_late(t, c, &late);
 	}
 	return t->mb.ret;
 }
@@ -161,9 +194,13 @@ static long wait_reply(struct dt_thread *t, uint64_t seq, uint64_t *off)
  * the proxy is free again. */
 void proxy_abandoned(struct dt_thread *t)
 {
+	uint64_t late = 0;
+
 	send_interrupt(t, INTR_CANCEL);
-	while (observe(&t->mb.done_seq) != t->mb.req_seq || t->mb.intr_ack != t->mb.intr_sent)
+	while (observe(&t->mb.done_seq) != t->mb.req_seq || t->mb.intr_ack != t->mb.intr_sent) {
 		cpu_relax();
+		ack_late(t, rdtsc(), &late);
+	}
 	t->mb.intr = INTR_NONE;
 	t->intr_first = 0;
 	t->depth = 0;
@@ -528,6 +565,7 @@ int proxy_start(struct dt_thread *t)
 	pthread_t th;
 	int err;
 
+	interrupt_late_cycles = ns_to_tsc_cycles(&dt_cfg.tsc, INTERRUPT_LATE_NS);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	/* Never a real-time policy: a spinning RT proxy with throttling off

@@ -189,11 +189,15 @@ t_snap_files() {
 # "tid:starttime affinity cpuset" for every thread; a thread is the same
 # thread in two snapshots only if tid and start time agree.
 t_snap_tasks() {
-	local t st
+	local t st aff cs
 	for t in /proc/[0-9]*/task/[0-9]*; do
 		st=$(cut -d' ' -f22 "$t/stat" 2>/dev/null) || continue
-		[ -n "$st" ] || continue
-		echo "${t##*/}:$st $(awk '/^Cpus_allowed_list/ {print $2}' "$t/status" 2>/dev/null) $(cat "$t/cpuset" 2>/dev/null)"
+		aff=$(awk '/^Cpus_allowed_list/ {print $2}' "$t/status" 2>/dev/null)
+		cs=$(cat "$t/cpuset" 2>/dev/null)
+		# A thread that exits between these reads leaves one of them empty:
+		# it is gone, not changed.
+		[ -n "$st" ] && [ -n "$aff" ] && [ -n "$cs" ] || continue
+		echo "${t##*/}:$st $aff $cs"
 	done | sort
 }
 

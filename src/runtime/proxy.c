@@ -209,6 +209,17 @@ void proxy_abandoned(struct dt_thread *t)
 long proxy_forward(struct dt_thread *t, long nr, const long a[6])
 {
 	struct mailbox *mb = &t->mb;
+	/* The frame of a wait we run inside of: a handler that runs between
+	 * its caller's store of wait_frame and its depth++ (depth still 0)
+	 * forwards its own call through here, and its frame, below the
+	 * caller's, must not outlive it.  Left there, a second handler's call
+	 * made where the first one's was (the same rsp: after the caller's
+	 * wait_reply returned) found its frame at that stale wait frame and
+	 * took the caller's finished call for abandoned: depth went to -1,
+	 * and the next handler's getpid shared the mailbox with the call it
+	 * interrupted (run_rewrite_signals: getppid returned the pid, about
+	 * one process in 1,700 beside a loaded CPU). */
+	const uintptr_t outer_frame = t->wait_frame;
 	uint64_t seq;
 	int32_t raised;
 	long r;
@@ -218,6 +229,10 @@ again:
 	/* where this wait's frame is: a later call from above it means the
 	 * wait was abandoned (forward(), dispatch.h) */
 	t->wait_frame = (uintptr_t)__builtin_frame_address(0);
+	/* the frame before depth: a handler that sees depth up judges its
+	 * call by it (depth is volatile, wait_frame not: without the fence
+	 * the compiler may store them the other way round) */
+	same_thread_barrier();
 	t->depth++;
 	/* From here on a handler that interrupts us runs its calls locally
 	 * (forward()) and leaves the mailbox alone; one that ran before
@@ -259,6 +274,16 @@ again:
 		info = t->raised_info;
 	same_thread_barrier();
 	t->depth--;
+	/* Below 0 only if a call was taken for abandoned that was not: its
+	 * wait came back here.  Every later handler's call would then share
+	 * the mailbox with the call it interrupted and take its reply. */
+	if (t->depth < 0)
+		dt_die("a forwarded call was taken for abandoned while its wait went on "
+		       "(system call %ld, depth %d): results can no longer be trusted", nr, t->depth);
+	/* after depth is down: with depth up, a handler judges its call by
+	 * wait_frame, which must be this wait's until then */
+	same_thread_barrier();
+	t->wait_frame = outer_frame;
 	/* The terminal's SIGTTIN or SIGTTOU ended the call on the proxy
 	 * (proxy_tty_signal_taken), and its handler runs here next: natively
 	 * the kernel enters the call again after the handler if the action

@@ -6,7 +6,10 @@
  * runs on the detached thread and ends the read with EINTR (without
  * SA_RESTART) or has it entered again (with it: three times here, then the
  * handler ignores SIGTTIN and the read gets EIO); a SIGTTOU handler's own
- * tostop write goes through (its signal is blocked in it).  SIGTTIN ignored or
+ * tostop write goes through (its signal is blocked in it), and so does a
+ * write, with EIO for a read, made by a SIGUSR1 handler whose sa_mask blocks
+ * the signal (a mask the runtime does not see applied), whether or not the
+ * signal's own handler has SA_RESTART.  SIGTTIN ignored or
  * blocked: the read gets EIO; SIGTTOU ignored or blocked: the tostop write
  * goes through.  Each case runs natively first, in a session of its own on
  * a pseudo-terminal, and must give the native result there; then the same
@@ -34,6 +37,22 @@ static volatile sig_atomic_t runs, bad_thread, nested_bad;
 static int restart_runs;            /* with SA_RESTART: ignore after this many */
 static int nested_fd = -1;          /* the handler writes the terminal itself */
 static pid_t caller;
+/* -masked: the call is made by a SIGUSR1 handler whose sa_mask blocks the
+ * case's signal (a mask the kernel applies without a call) */
+static volatile sig_atomic_t masked_ret, masked_errno;
+static int masked_fd = -1, masked_is_read;
+
+static void on_usr1(int s)
+{
+	char c;
+	ssize_t n;
+
+	(void)s;
+	errno = 0;
+	n = masked_is_read ? read(masked_fd, &c, 1) : write(masked_fd, "y", 1);
+	masked_ret = n == 1 ? 1 : -1;
+	masked_errno = errno;
+}
 
 static void on_sig(int s)
 {
@@ -79,7 +98,16 @@ static int program(const char *c)
 		sigaction(sig, &sa, NULL);
 	}
 	errno = 0;
-	if (is_read) {
+	if (strstr(c, "-masked")) {
+		struct sigaction ua = { .sa_handler = on_usr1 };
+		sigaddset(&ua.sa_mask, sig);
+		sigaction(SIGUSR1, &ua, NULL);
+		masked_fd = fd;
+		masked_is_read = is_read;
+		raise(SIGUSR1);
+		n = masked_ret;
+		errno = masked_errno;
+	} else if (is_read) {
 		n = read(fd, buf, 1);
 		n = n == 1 && buf[0] == 'x' ? 1 : -1;
 	} else if (is_tcset) {
@@ -108,11 +136,16 @@ static const struct job_case cases[] = {
 	{ "read-dfl", false, SIGTTIN, OK * 10 },
 	{ "read-handler", false, 0, EINTR_ * 10 + 1 },
 	{ "read-handler-restart", false, 0, EIO_ * 10 + 3 },
+	{ "read-masked-handler", false, 0, EIO_ * 10 },
 	{ "read-ign", false, 0, EIO_ * 10 },
 	{ "read-blocked", false, 0, EIO_ * 10 },
 	{ "write-dfl", true, SIGTTOU, OK * 10 },
 	{ "write-handler", true, 0, EINTR_ * 10 + 1 },
 	{ "write-handler-nested", true, 0, EINTR_ * 10 + 1 },
+	/* the write is made in a SIGUSR1 handler that blocks SIGTTOU (its
+	 * sa_mask): it goes through, no signal raised */
+	{ "write-masked-handler", true, 0, OK * 10 },
+	{ "write-masked-handler-restart", true, 0, OK * 10 },
 	{ "write-ign", true, 0, OK * 10 },
 	{ "write-blocked", true, 0, OK * 10 },
 	{ "tcsetattr-dfl", false, SIGTTOU, OK * 10 },

@@ -264,7 +264,8 @@ again:
 	 * cache line crossing the CPUs per call beside the mailbox's two.
 	 * Only this thread writes intr (send_interrupt, from wait_reply or
 	 * proxy_abandoned), so the read sees its last store. */
-	if (mb->intr != INTR_NONE)
+	uint8_t wish = mb->intr;
+	if (wish != INTR_NONE)
 		mb->intr = INTR_NONE;
 	/* ours: once depth is down, a handler's call may reuse the mailbox,
 	 * and the proxy may write its own raised signal's info */
@@ -284,6 +285,30 @@ again:
 	 * wait_frame, which must be this wait's until then */
 	same_thread_barrier();
 	t->wait_frame = outer_frame;
+	bool tty = raised == SIGTTIN || raised == SIGTTOU;
+	if (tty && (r == -PROXY_ERESTART || r == -EINTR) && wish != INTR_EINTR && wish != INTR_CANCEL) {
+		uint64_t blocked = 0;
+		/* This thread blocks it after all: a mask the kernel applied
+		 * without a call the runtime saw (a handler's sa_mask), so the
+		 * record the proxy followed was stale.  The signal ended the
+		 * call before anything was transferred, whether the kernel was
+		 * to restart it (PROXY_ERESTART) or it ended with EINTR (a
+		 * handler without SA_RESTART); no handler of this thread asked
+		 * for EINTR (wish).  Natively the kernel had judged the call by
+		 * this mask (EIO, or the write goes through): the call is made
+		 * again under the corrected record.  The terminal's signal
+		 * (SI_KERNEL: kill_pgrp's SEND_SIG_PRIV, tty_jobctrl.c) was
+		 * natively not raised: not delivered; one sent by a process
+		 * (kill -TTIN) natively stays pending, blocked: sent to this
+		 * thread, where it does.  The signal path only. */
+		sys_call4(SYS_rt_sigprocmask, SIG_BLOCK, NULL, &blocked, 8);
+		if (blocked & (1ull << (raised - 1))) {
+			t->mb.tty_blocked = blocked & TTY_SIGNALS;
+			if (info.si_code != SI_KERNEL)
+				sys_call4(SYS_rt_tgsigqueueinfo, dt_cfg.pid, t->tid, raised, &info);
+			goto again;
+		}
+	}
 	/* The terminal's SIGTTIN or SIGTTOU ended the call on the proxy
 	 * (proxy_tty_signal_taken), and its handler runs here next: natively
 	 * the kernel enters the call again after the handler if the action
@@ -292,21 +317,8 @@ again:
 	 * before the delivery: the handler may change the action.  The
 	 * signal path only. */
 	struct ksigaction ka = { 0 };
-	if (r == -PROXY_ERESTART && raised) {       /* never one without the other */
-		uint64_t blocked = 0;
-		/* This thread blocks it after all: a mask the kernel applied
-		 * without a call the runtime saw (a handler's sa_mask), so the
-		 * record the proxy followed was stale.  Natively the kernel had
-		 * judged the call by this mask (EIO, or the write goes through):
-		 * the call is made again under the corrected record, and the
-		 * signal, which natively was not raised, is not delivered. */
-		sys_call4(SYS_rt_sigprocmask, SIG_BLOCK, NULL, &blocked, 8);
-		if (blocked & (1ull << (raised - 1))) {
-			t->mb.tty_blocked = blocked & TTY_SIGNALS;
-			goto again;
-		}
+	if (r == -PROXY_ERESTART && raised)         /* never one without the other */
 		sys_call4(SYS_rt_sigaction, raised, NULL, &ka, 8);
-	}
 	if (raised)
 		/* delivered on the way out of this kernel entry, before the
 		 * program sees the result, as natively; its handler's calls

@@ -5,7 +5,8 @@
  * `stty tostop`, and its tcsetattr, stop it with SIGTTOU.  A SIGTTIN handler
  * runs on the detached thread and ends the read with EINTR (without
  * SA_RESTART) or has it entered again (with it: three times here, then the
- * handler ignores SIGTTIN and the read gets EIO); a SIGTTOU handler's own
+ * handler ignores SIGTTIN and the read gets EIO; with SA_RESETHAND it runs
+ * once, and the next read stops the program); a SIGTTOU handler's own
  * tostop write goes through (its signal is blocked in it), and so does a
  * write, with EIO for a read, made by a SIGUSR1 handler whose sa_mask blocks
  * the signal (a mask the runtime does not see applied), whether or not the
@@ -92,6 +93,10 @@ static int program(const char *c)
 		nested_fd = fd;
 	if (strstr(c, "-handler"))
 		sigaction(sig, &sa, NULL);
+	if (strstr(c, "-resethand")) {
+		sa.sa_flags = SA_RESETHAND;
+		sigaction(sig, &sa, NULL);
+	}
 	if (strstr(c, "-restart")) {
 		sa.sa_flags = SA_RESTART;
 		restart_runs = 3;
@@ -109,6 +114,8 @@ static int program(const char *c)
 		errno = masked_errno;
 	} else if (is_read) {
 		n = read(fd, buf, 1);
+		if (n < 0 && errno == EINTR && strstr(c, "-resethand"))
+			n = read(fd, buf, 1);   /* the default action now: stopped */
 		n = n == 1 && buf[0] == 'x' ? 1 : -1;
 	} else if (is_tcset) {
 		n = tcgetattr(fd, &tio) ? -1 : tcsetattr(fd, TCSANOW, &tio) ? -1 : 1;
@@ -136,6 +143,8 @@ static const struct job_case cases[] = {
 	{ "read-dfl", false, SIGTTIN, OK * 10 },
 	{ "read-handler", false, 0, EINTR_ * 10 + 1 },
 	{ "read-handler-restart", false, 0, EIO_ * 10 + 3 },
+	/* SA_RESETHAND: the handler once (EINTR), then the default stops it */
+	{ "read-handler-resethand", false, SIGTTIN, OK * 10 + 1 },
 	{ "read-masked-handler", false, 0, EIO_ * 10 },
 	{ "read-ign", false, 0, EIO_ * 10 },
 	{ "read-blocked", false, 0, EIO_ * 10 },

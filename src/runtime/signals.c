@@ -172,6 +172,8 @@ static bool handled(const struct ksigaction *a)
 	return a->handler != SIG_DFL && a->handler != SIG_IGN;
 }
 
+static long tty_install(int sig, const struct ksigaction *app);
+
 static void tty_handler(int sig, siginfo_t *si, void *ctx)
 {
 	struct ksigaction *app = &app_tty[sig == SIGTTOU];
@@ -187,6 +189,19 @@ static void tty_handler(int sig, siginfo_t *si, void *ctx)
 	if (dt_self)
 		tty_blocked_is(dt_self, ((ucontext_t *)ctx)->uc_sigmask.__val[0] | app->mask |
 				       (app->flags & SA_NODEFER ? 0 : 1ull << (sig - 1)));
+	if (handled(app) && (app->flags & SA_RESETHAND)) {
+		/* The kernel resets the action as it delivers the signal
+		 * (SA_RESETHAND is the wish's, not ours: tty_action): the
+		 * default goes to the kernel, and the proxies no longer take
+		 * the signal, before the handler runs (one that installs
+		 * itself again does so first thing) */
+		struct ksigaction once = *app;
+		once.flags &= ~SA_RESETHAND;
+		app->handler = SIG_DFL;
+		tty_install(sig, app);
+		signal_deliver_app(&once, sig, si, ctx, false);
+		return;
+	}
 	signal_deliver_app(app, sig, si, ctx, false);
 }
 

@@ -46,6 +46,10 @@ static __thread struct dt_thread *proxy_of;
  * and its siginfo (proxy_tty_signal_taken) */
 static __thread int tty_taken;
 static __thread siginfo_t tty_taken_info;
+/* an interrupt asking for EINTR (or a cancel) taken on top of a SIGTTIN or
+ * SIGTTOU frame not yet run (proxy_interrupt_taken) */
+static __thread bool tty_intr;
+uintptr_t dt_tty_entry;
 static const struct proxy_hooks *hooks;
 
 void proxy_hooks_set(const struct proxy_hooks *h)
@@ -367,6 +371,18 @@ void proxy_interrupt_taken(ucontext_t *uc)
 		/* Not started, else: it starts after the handler, as a call made
 		 * just after a signal does. */
 	}
+	/* On top of the terminal's signal's frame, set up at the same exit
+	 * from the call (the kernel delivers SIGTTIN and SIGTTOU before
+	 * SIGSYS, the lower number first): the call was in the kernel when
+	 * this interrupt came.  Natively the signal whose handler sent it
+	 * was pending there with the terminal's, and the lower-numbered of
+	 * the two decided the call's end: taken as the handler's (SIGALRM,
+	 * SIGCHLD, SIGUSR1 are; the number is not known here, and a signal
+	 * above SIGTTOU, which natively leaves the restart to the
+	 * terminal's, ends the call too).  The frame below ends it with
+	 * EINTR (proxy_tty_signal_taken). */
+	if (rip == dt_tty_entry && (want == INTR_EINTR || want == INTR_CANCEL))
+		tty_intr = true;
 	/* The detached thread returns only when every interrupt it sent has
 	 * been taken, so none can hit its next call.  SIGSYS does not queue:
 	 * two sent before one is taken arrive as one, so acknowledge all that
@@ -395,7 +411,8 @@ void proxy_interrupt_taken(ucontext_t *uc)
  * not ended yet (the kernel's restart of a job-control ERESTARTSYS, which
  * would only raise the signal again, or a call not entered) ends with
  * PROXY_ERESTART: the detached thread enters it again or ends it with EINTR
- * as the handler's SA_RESTART says (proxy_forward).  One that ended with
+ * as the handler's SA_RESTART says (proxy_forward); with EINTR where an
+ * interrupt asking for it came at the same exit (tty_intr).  One that ended with
  * EINTR (no SA_RESTART) or completed keeps its result. */
 void proxy_tty_signal_taken(int sig, const siginfo_t *si, ucontext_t *uc)
 {
@@ -407,9 +424,11 @@ void proxy_tty_signal_taken(int sig, const siginfo_t *si, ucontext_t *uc)
 	tty_taken = sig;
 	tty_taken_info = *si;
 	if (rip >= (uintptr_t)sys_proxy_call_check && rip <= (uintptr_t)sys_proxy_call_insn) {
-		g[REG_RAX] = -PROXY_ERESTART;
+		/* an interrupt that asked for EINTR came with it */
+		g[REG_RAX] = tty_intr ? -EINTR : -PROXY_ERESTART;
 		g[REG_RIP] = (greg_t)sys_proxy_call_insn + 2;   /* its ret */
 	}
+	tty_intr = false;
 }
 
 /* A forwarded call that failed with EPIPE or EFBIG raised SIGPIPE or

@@ -25,6 +25,8 @@ void proxy_abandoned(struct dt_thread *t) DT_HIDDEN;
 void proxy_interrupt_taken(ucontext_t *uc) DT_HIDDEN;
 /* A SIGTTIN or SIGTTOU the program handles, taken on a proxy (signals.c) */
 void proxy_tty_signal_taken(int sig, const siginfo_t *si, ucontext_t *uc) DT_HIDDEN;
+/* The kernel's handler of those (signals.c sets it before installing it) */
+extern uintptr_t dt_tty_entry DT_HIDDEN;
 /* A forwarded call that a job-control signal ended on the proxy before its
  * handler ran (the kernel's ERESTARTSYS): to be entered again or to end
  * with EINTR as the handler's SA_RESTART says (proxy_forward) */

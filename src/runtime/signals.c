@@ -230,6 +230,7 @@ static long tty_install(int sig, const struct ksigaction *app)
 	long r;
 
 	tty_action(app, &k);
+	dt_tty_entry = (uintptr_t)tty_handler;
 	if (handled(app))
 		atomic_fetch_or(&dt_tty_handled, bit);
 	r = sys_call4(SYS_rt_sigaction, sig, &k, NULL, 8);

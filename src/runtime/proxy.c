@@ -328,7 +328,7 @@ again:
 		 * program sees the result, as natively; its handler's calls
 		 * are forwarded as usual (depth is back) */
 		sys_call4(SYS_rt_tgsigqueueinfo, dt_cfg.pid, t->tid, raised, &info);
-	if (r == -PROXY_ERESTART) {
+	if (r == -PROXY_ERESTART && raised) {
 		if (ka.flags & SA_RESTART)
 			goto again;
 		r = -EINTR;

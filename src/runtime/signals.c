@@ -300,10 +300,17 @@ static long kept_action(struct dt_thread *t, long nr, const long *a, struct ksig
 			if ((r = sys_call4(SYS_rt_sigaction, a[0], &k, NULL, 8)) < 0)
 				return r;
 		}
+		/* The wish first: our handler reads it from the moment the
+		 * kernel has it.  A signal taken between the two ran the old
+		 * wish: a default one put the default back in the kernel
+		 * (signal_die), and the new handler never ran. */
 		if (app == &app_tty[0] || app == &app_tty[1]) {
+			*app = want;
 			long r = tty_install((int)a[0], &want);
-			if (r < 0)
+			if (r < 0) {
+				*app = was;
 				return r;
+			}
 		}
 		*app = want;
 	}

@@ -55,8 +55,9 @@ static const struct ksigaction sigtrap_action = {
 
 /* The handlers of this file as the process's actions: SIGSYS (sud.c), and
  * SIGTRAP in rewrite mode; and signals.c's for SIGSEGV and SIGBUS, the
- * faults of the runtime's accesses to the program's memory; and which of
- * SIGTTIN and SIGTTOU the program handles (the proxies block those). */
+ * faults of the runtime's accesses to the program's memory; and its
+ * tty_handler for SIGTTIN and SIGTTOU where the program handles them (the
+ * proxies open those only for a call: proxy.c). */
 int intercept_install(void)
 {
 	int err = sud_install(sigsys_entry);

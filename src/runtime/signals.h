@@ -22,8 +22,9 @@ void signal_deliver_app(struct ksigaction *app, int sig, siginfo_t *si, void *ct
 /* SIGSEGV and SIGBUS become the runtime's, the program's actions kept:
  * a fault of uaccess.S is an EFAULT, any other the program's. */
 int signal_fault_install(void) DT_HIDDEN;
-/* SIGTTIN and SIGTTOU: whether the program has a handler for them (proxy.c
- * blocks those on its proxies). */
+/* SIGTTIN and SIGTTOU: the program's actions become its wish, and where
+ * it has a handler the kernel's is the runtime's tty_handler (the proxies
+ * open those only for a call: proxy.c). */
 int signal_tty_capture(void) DT_HIDDEN;
 /* Around the detached thread's execve (before: true; after a failed one:
  * false): an ignored SIGSEGV or SIGBUS stays ignored in the new image. */

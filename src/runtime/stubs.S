@@ -74,7 +74,9 @@ sys_sigreturn_restorer:
  *                    rip is in the section detach_wait, its number in the
  *                    siginfo after the kernel's ucontext (the action has
  *                    SA_SIGINFO: do_sigaction makes sure of it), kept
- *                    only where no earlier handler's is (thread.h).
+ *                    only where no earlier handler's is (thread.h);
+ *   tty_blocked      the SIGTTIN and SIGTTOU bits of the mask the return
+ *                    restores, which the proxy follows (proxy.c).
  * Every register is free here: rt_sigreturn reloads them all from the
  * frame (rax, rcx and rdx are used).
  * Unwinders (libgcc's, gdb's, glibc's backtrace in a handler) know a

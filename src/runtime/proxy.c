@@ -516,9 +516,11 @@ static uint64_t wait_request(struct dt_thread *t, uint64_t seen)
  * only during a call (in_call; the handler is the runtime's then, which
  * hands the signal to the detached thread: proxy_tty_signal_taken), so
  * that one sent to the process while the proxy waits for work goes to the
- * detached thread, not here; the two kernel entries a call this costs are
- * paid only by a program that handles them.  Looked at before and after
- * each call: one load from a line read anyway and one of a word written
+ * detached thread, not here (but a proxy idle since the handler was
+ * installed, or since the record changed, has the state of its last
+ * call's end until its next call); the two kernel entries a call this
+ * costs are paid only by a program that handles them.  Looked at before
+ * and after each call: one load from a line read anyway and one of a word written
  * only by rt_sigaction; the mask changes only when the wish does.  open:
  * the two that this proxy has open now. */
 static void tty_signals_follow(struct dt_thread *t, uint64_t base, uint64_t *open, bool in_call)

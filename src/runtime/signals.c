@@ -220,9 +220,11 @@ static void tty_action(const struct ksigaction *app, struct ksigaction *k)
 	k->mask = app->mask & ~kept_open();
 }
 
-/* Installs the program's wish app for sig: the proxies keep a handled one
- * closed but during a call (dt_tty_handled) from before the kernel runs
- * our handler for it until the kernel no longer does. */
+/* Installs the program's wish app for sig.  dt_tty_handled says a handled
+ * one is to be closed on the proxies but during a call, from before the
+ * kernel runs our handler for it until the kernel no longer does; a proxy
+ * applies it around its next call (proxy.c, tty_signals_follow): one idle
+ * meanwhile keeps the signal as it was (docs/runtime.md, Known limits). */
 static long tty_install(int sig, const struct ksigaction *app)
 {
 	struct ksigaction k;

@@ -1,0 +1,487 @@
+/* Description: a handler's call made between a forwarded call's store of
+ * its wait frame and its depth++ leaves the caller's wait frame as it was.
+ * The window is two instructions, so a tracer makes it every time: it
+ * traces the detached thread of a program whose SIGUSR1 handler (SA_RESTART)
+ * calls getpid, finds its struct dt_thread at proxy_forward's entry (an
+ * execution breakpoint, the address from libdetach.so's symbol table) and
+ * watches t->wait_frame (writes) and t->mb.intr (reads) with the debug
+ * registers.  During the program's getppid it delivers a SIGUSR1 just
+ * after the store of wait_frame (the handler's getpid is forwarded: depth
+ * is still 0) and a second one just after the wait for the reply, before
+ * depth--, at the same stack pointer.  A runtime that left the handler's
+ * own wait frame in t->wait_frame took the getppid for abandoned there
+ * (depth went to -1), and a third SIGUSR1 during the next forwarded call
+ * (a pipe read) had its getpid share the mailbox with that read: the read
+ * never returned.  Every result is checked against the kernel's (getppid,
+ * the handlers' getpid, the byte read, uname), and the program must end
+ * within the test's limit.  Both modes.
+ * Timeout: 90 */
+#include "helpers/t_detach.h"
+#include "runtime/thread.h"
+
+#include <elf.h>
+#include <poll.h>
+#include <signal.h>
+#include <stddef.h>
+#include <sys/ptrace.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/utsname.h>
+#include <time.h>
+
+#define LIMIT_MS 5000
+
+static volatile pid_t handler_pid[8];
+static volatile int handler_runs;
+
+static void on_usr1(int s)
+{
+	pid_t p = getpid();
+
+	(void)s;
+	if (handler_runs < 8)
+		handler_pid[handler_runs] = p;
+	handler_runs++;
+}
+
+/* The program: says its pid and its proxy's tid, reads "g" (the tracer is
+ * in place), makes the getppid the tracer puts the first two signals into,
+ * reads "x" with the third signal during the read, then one more getppid
+ * and a uname, and says what each returned. */
+static int workload(void)
+{
+	struct sigaction sa = { .sa_handler = on_usr1, .sa_flags = SA_RESTART };
+	struct utsname u;
+	pid_t ppid1, ppid2;
+	ssize_t n;
+	int ur;
+	char c = 0;
+
+	if (!t_find_proxy())
+		return 41;
+	sigaction(SIGUSR1, &sa, NULL);
+	printf("%d %d\n", (int)getpid(), (int)t_find_proxy());
+	fflush(stdout);
+	if (read(0, &c, 1) != 1 || c != 'g')
+		return 42;
+	ppid1 = getppid();
+	n = read(0, &c, 1);
+	ppid2 = getppid();
+	ur = uname(&u);
+	printf("getppid %d %d read %zd '%c' uname %d handlers %d:", (int)ppid1, (int)ppid2, n,
+	       n == 1 ? c : '?', ur, handler_runs);
+	for (int i = 0; i < handler_runs && i < 8; i++)
+		printf(" %d", (int)handler_pid[i]);
+	printf("\n");
+	return 0;
+}
+
+static long ms_since(const struct timespec *t0)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+/* proxy_forward's address and size in process pid: the libdetach.so it
+ * mapped, its symbol table, its load base from /proc/PID/maps. */
+static bool find_proxy_forward(pid_t pid, uintptr_t *addr, size_t *size, char *why, size_t whylen)
+{
+	char path[64], line[512], lib[400] = "";
+	unsigned long start = 0, end, off;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	if (!(f = fopen(path, "r"))) {
+		snprintf(why, whylen, "%s: %s", path, strerror(errno));
+		return false;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char file[400] = "";
+		if (sscanf(line, "%lx-%lx %*s %lx %*s %*s %399s", &start, &end, &off, file) == 4 &&
+		    off == 0 && strstr(file, "/libdetach.so")) {
+			snprintf(lib, sizeof(lib), "%s", file);
+			break;
+		}
+	}
+	fclose(f);
+	if (!lib[0]) {
+		snprintf(why, whylen, "no libdetach.so mapped in %d", (int)pid);
+		return false;
+	}
+	int fd = open(lib, O_RDONLY);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st)) {
+		snprintf(why, whylen, "%s: %s", lib, strerror(errno));
+		return false;
+	}
+	const unsigned char *m = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED) {
+		snprintf(why, whylen, "mmap %s: %s", lib, strerror(errno));
+		return false;
+	}
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)m;
+	const Elf64_Shdr *sh = (const Elf64_Shdr *)(m + eh->e_shoff);
+	const Elf64_Phdr *ph = (const Elf64_Phdr *)(m + eh->e_phoff);
+	uintptr_t first_load = UINTPTR_MAX;
+	bool found = false, symtab = false;
+
+	for (int i = 0; i < eh->e_phnum; i++)
+		if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < first_load)
+			first_load = ph[i].p_vaddr & ~(uintptr_t)4095;
+	for (int i = 0; i < eh->e_shnum && !found; i++) {
+		if (sh[i].sh_type != SHT_SYMTAB)
+			continue;
+		symtab = true;
+		const Elf64_Sym *sym = (const Elf64_Sym *)(m + sh[i].sh_offset);
+		const char *names = (const char *)(m + sh[sh[i].sh_link].sh_offset);
+		for (size_t k = 0; k < sh[i].sh_size / sizeof(*sym); k++)
+			if (ELF64_ST_TYPE(sym[k].st_info) == STT_FUNC && sym[k].st_size &&
+			    !strcmp(names + sym[k].st_name, "proxy_forward")) {
+				*addr = start - first_load + sym[k].st_value;
+				*size = sym[k].st_size;
+				found = true;
+				break;
+			}
+	}
+	munmap((void *)m, st.st_size);
+	if (!found)
+		snprintf(why, whylen, "%s: %s", lib, symtab ? "no function proxy_forward in its symbol table"
+			 : "no symbol table (stripped)");
+	return found;
+}
+
+/* The parent of process pid, as the kernel has it (0: unreadable). */
+static pid_t parent_of(pid_t pid)
+{
+	char path[64], line[256];
+	int ppid = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (!(f = fopen(path, "r")))
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "PPid: %d", &ppid) == 1)
+			break;
+	fclose(f);
+	return ppid;
+}
+
+static pid_t traced;
+
+static long peek(uintptr_t addr)
+{
+	long v = 0;
+	struct iovec l = { &v, sizeof(v) }, r = { (void *)addr, sizeof(v) };
+
+	if (process_vm_readv(traced, &l, 1, &r, 1, 0) != sizeof(v))
+		fprintf(stderr, "reading %#lx of %d: %s\n", (unsigned long)addr, (int)traced, strerror(errno));
+	return v;
+}
+
+#define DR_OFF(i) offsetof(struct user, u_debugreg[i])
+
+static bool set_dr(int i, unsigned long v)
+{
+	if (ptrace(PTRACE_POKEUSER, traced, (void *)DR_OFF(i), (void *)v) == 0)
+		return true;
+	fprintf(stderr, "PTRACE_POKEUSER debug register %d = %#lx: %s\n", i, v, strerror(errno));
+	return false;
+}
+
+/* Debug register 7: breakpoint 0 on writes of 8 bytes (t->wait_frame),
+ * 1 on reads and writes of 1 byte (t->mb.intr), 2 on execution
+ * (proxy_forward's entry); each enabled or not. */
+static bool set_dr7(bool watch, bool entry)
+{
+	unsigned long v = 0;
+
+	if (watch)
+		v |= 1ul << 0 | 1ul << 16 | 2ul << 18      /* L0, write, 8 bytes */
+		     | 1ul << 2 | 3ul << 20 | 0ul << 22;   /* L1, read/write, 1 byte */
+	if (entry)
+		v |= 1ul << 4;                             /* L2, execution */
+	return set_dr(7, v);
+}
+
+/* Where the tracer is: it waits for the program's getppid at
+ * proxy_forward's entry, then for its store of wait_frame (signal 1), its
+ * read of mb.intr after the wait (signal 2), the read's entry, its store
+ * of wait_frame, sends signal 3 during the read's wait, writes the byte,
+ * and lets go at the read's read of mb.intr. */
+enum stage { S_AT_ENTRY, S_AT_STORE, S_IN_HANDLER1, S_AFTER_SIGNAL2, S_AT_READ_STORE, S_IN_READ, S_SIGNALLED3, S_RELEASED };
+static const char *const stage_name[] = {
+	"waiting for the getppid's entry", "waiting for the getppid's store of wait_frame",
+	"waiting for the getppid's read of mb.intr after its wait", "waiting for the read's entry",
+	"waiting for the read's store of wait_frame", "in the read's wait", "waiting for the read to return",
+	"released",
+};
+
+int main(int argc, char **argv)
+{
+	char *args[64], line[256] = "", result[512] = "", why[512] = "";
+	int in[2], out[2], st, rc = -1, ws;
+	pid_t p, pid = 0, proxy = 0, ppid = 0;
+	uintptr_t pf = 0, t = 0;
+	size_t pf_size = 0;
+	unsigned long long outer_sp = 0, read_sp = 0;
+	long depth_before_read = 0, at3 = 0;
+	int nested1 = 0, nested2 = 0, nested3 = 0, hits = 0;
+	enum stage stage = S_AT_ENTRY;
+	bool failed = false, ended = false, written = false, delivered3 = false;
+	bool reaped = false;
+	struct timespec t0;
+	FILE *f;
+
+	(void)argc;
+	if (getenv("T_WORKLOAD"))
+		return workload();
+	t_detach_argv(args, NULL, NULL, argv[0], NULL);
+	if (pipe(in) || pipe(out)) {
+		perror("pipe");
+		return 1;
+	}
+	p = fork();
+	if (p == 0) {
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		close(in[0]), close(in[1]), close(out[0]), close(out[1]);
+		setenv("T_WORKLOAD", "1", 1);
+		execv(args[0], args);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	f = fdopen(out[0], "r");
+	if (!fgets(line, sizeof(line), f) || sscanf(line, "%d %d", &pid, &proxy) != 2) {
+		waitpid(p, &st, 0);
+		t_check(0, "the program said '%s', exit %d", line, WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+		return t_done();
+	}
+	traced = pid;
+	ppid = parent_of(pid);
+	if (!find_proxy_forward(pid, &pf, &pf_size, why, sizeof(why))) {
+		kill(pid, SIGKILL);
+		waitpid(p, &st, 0);
+		t_check(0, "proxy_forward not found: %s", why);
+		return t_done();
+	}
+	/* EXITKILL: a tracer that dies takes the program with it, so no
+	 * detached thread is left holding CPU 1 */
+	if (ptrace(PTRACE_SEIZE, pid, NULL, (void *)(long)PTRACE_O_EXITKILL)) {
+		int e = errno;
+		kill(pid, SIGKILL);
+		waitpid(p, &st, 0);
+		if (e == EPERM)
+			t_skip("cannot trace the program (ptrace: EPERM; kernel.yama.ptrace_scope?)");
+		t_check(0, "PTRACE_SEIZE %d: %s", (int)pid, strerror(e));
+		return t_done();
+	}
+	/* stopped (it waits for "g" in its read) to arm the entry breakpoint */
+	ptrace(PTRACE_INTERRUPT, pid, NULL, NULL);
+	while (waitpid(pid, &ws, __WALL) == pid && WIFSTOPPED(ws) && ws >> 16 != PTRACE_EVENT_STOP)
+		ptrace(PTRACE_CONT, pid, NULL, (void *)(long)WSTOPSIG(ws));
+	if (!WIFSTOPPED(ws) || !set_dr(2, pf) || !set_dr7(false, true)) {
+		failed = true;
+		t_check(0, "could not arm the breakpoint at proxy_forward (%#lx)", (unsigned long)pf);
+	}
+	ptrace(PTRACE_CONT, pid, NULL, NULL);
+	t_check(write(in[1], "g", 1) == 1, "write: %s", strerror(errno));
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+
+	while (!failed && stage != S_RELEASED && ms_since(&t0) < LIMIT_MS) {
+		pid_t w = waitpid(pid, &ws, __WALL | WNOHANG);
+
+		if (w == 0) {
+			/* the read waits on the proxy: signal 3 50 ms into
+			 * it, the byte 100 ms after the signal */
+			if (stage == S_IN_READ && ms_since(&t0) > at3 + 50) {
+				syscall(SYS_tgkill, pid, pid, SIGUSR1);
+				stage = S_SIGNALLED3;
+				at3 = ms_since(&t0);
+			} else if (stage == S_SIGNALLED3 && delivered3 && !written && ms_since(&t0) > at3 + 100) {
+				written = write(in[1], "x", 1) == 1;
+			}
+			usleep(200);
+			continue;
+		}
+		if (w != pid || !WIFSTOPPED(ws)) {
+			/* the program ended while traced: reaped here */
+			ended = true;
+			if (w == pid && p == pid) {
+				st = ws;
+				reaped = true;
+			}
+			break;
+		}
+		int sig = WSTOPSIG(ws), inject = 0;
+		siginfo_t si = { 0 };
+		if (ws >> 16 == PTRACE_EVENT_STOP) {
+			ptrace(PTRACE_CONT, pid, NULL, NULL);
+			continue;
+		}
+		if (sig != SIGTRAP || ptrace(PTRACE_GETSIGINFO, pid, NULL, &si) || si.si_code != TRAP_HWBKPT) {
+			/* not ours (SIGSYS in sud mode, the third SIGUSR1):
+			 * delivered; the byte goes 100 ms after the third */
+			if (stage == S_SIGNALLED3 && sig == SIGUSR1 && !delivered3) {
+				delivered3 = true;
+				at3 = ms_since(&t0);
+			}
+			ptrace(PTRACE_CONT, pid, NULL, (void *)(long)sig);
+			continue;
+		}
+		struct user_regs_struct r;
+		long dr6 = ptrace(PTRACE_PEEKUSER, pid, (void *)DR_OFF(6), NULL);
+		ptrace(PTRACE_GETREGS, pid, NULL, &r);
+		set_dr(6, 0);   /* the kernel's copy accumulates */
+		hits++;
+		bool in_pf = r.rip > pf && r.rip <= pf + pf_size;
+		if (dr6 & 4) {                  /* proxy_forward's entry */
+			if (stage == S_AT_ENTRY && r.rsi == SYS_getppid) {
+				t = r.rdi;
+				/* the layout the test was built with is the
+				 * runtime's: its tid and its proxy's */
+				int tid = (int)peek(t + offsetof(struct dt_thread, tid));
+				int ptid = (int)peek(t + offsetof(struct dt_thread, proxy_tid));
+				if (tid != pid || ptid != proxy) {
+					t_check(0, "struct dt_thread at %#lx: tid %d proxy %d, expected %d %d "
+						"(the test's layout is not the runtime's)", (unsigned long)t, tid, ptid,
+						(int)pid, (int)proxy);
+					failed = true;
+				} else if (!set_dr(0, t + offsetof(struct dt_thread, wait_frame)) ||
+					   !set_dr(1, t + offsetof(struct dt_thread, mb.intr)) || !set_dr7(true, false)) {
+					failed = true;
+				}
+				stage = S_AT_STORE;
+			} else if (stage == S_AFTER_SIGNAL2 && r.rsi == SYS_read &&
+				   peek(r.rdx) == 0 && peek(r.rdx + 16) == 1) {
+				set_dr7(true, false);
+				stage = S_AT_READ_STORE;
+			}
+		} else if (dr6 & 1) {           /* a store of t->wait_frame */
+			long v = peek(t + offsetof(struct dt_thread, wait_frame));
+			long depth = (int)peek(t + offsetof(struct dt_thread, depth));
+			/* a wait's own frame (not the store that puts the
+			 * caller's back, after it) */
+			bool own = in_pf && (unsigned long)v == r.rbp;
+			if (stage == S_AT_STORE) {
+				if (!own || depth != 0) {
+					t_check(0, "the first store of wait_frame after the getppid's entry is not "
+						"its own (rip %#llx in proxy_forward %d, value %#lx, rbp %#llx, depth %ld)",
+						r.rip, in_pf, v, r.rbp, depth);
+					failed = true;
+				}
+				/* in the window: wait_frame stored, depth 0 */
+				outer_sp = r.rsp;
+				inject = SIGUSR1;
+				stage = S_IN_HANDLER1;
+			} else if (own && r.rsp < outer_sp && stage == S_IN_HANDLER1) {
+				nested1++;
+			} else if (own && r.rsp < outer_sp && stage == S_AFTER_SIGNAL2) {
+				nested2++;
+			} else if (stage == S_AT_READ_STORE) {
+				if (!own) {
+					t_check(0, "the first store of wait_frame after the read's entry is not its own");
+					failed = true;
+				}
+				depth_before_read = depth;
+				read_sp = r.rsp;
+				at3 = ms_since(&t0);
+				stage = S_IN_READ;
+			} else if (own && (stage == S_IN_READ || stage == S_SIGNALLED3)) {
+				nested3++;
+			}
+		} else if (dr6 & 2) {           /* an access to t->mb.intr */
+			if (stage == S_IN_HANDLER1 && in_pf && r.rsp == outer_sp) {
+				/* the getppid's wait is over, depth still 1:
+				 * signal 2 at the stack pointer of signal 1 */
+				if (!nested1) {
+					t_check(0, "signal 1's handler made no forwarded call: it did not run "
+						"between the store of wait_frame and depth++");
+					failed = true;
+				}
+				inject = SIGUSR1;
+				set_dr7(true, true);
+				stage = S_AFTER_SIGNAL2;
+			} else if (stage == S_SIGNALLED3 && in_pf && r.rsp == read_sp) {
+				/* the read's wait is over: let go */
+				set_dr7(false, false);
+				if (ptrace(PTRACE_DETACH, pid, NULL, NULL) == 0)
+					stage = S_RELEASED;
+				else
+					failed = true;
+				continue;
+			}
+		}
+		ptrace(PTRACE_CONT, pid, NULL, (void *)(long)inject);
+	}
+	if (stage != S_RELEASED && !ended) {
+		/* let the program go before it is killed (gdb, in the hang
+		 * report, traces every thread) */
+		ptrace(PTRACE_INTERRUPT, pid, NULL, NULL);
+		while (waitpid(pid, &ws, __WALL) == pid && WIFSTOPPED(ws)) {
+			int sig = ws >> 16 == PTRACE_EVENT_STOP || WSTOPSIG(ws) == SIGTRAP ? 0 : WSTOPSIG(ws);
+			set_dr7(false, false);
+			if (!ptrace(PTRACE_DETACH, pid, NULL, (void *)(long)sig))
+				break;
+			ptrace(PTRACE_CONT, pid, NULL, (void *)(long)sig);
+		}
+		fprintf(stderr, "the tracer was still %s after %d ms\n", stage_name[stage], LIMIT_MS);
+		if (!written && write(in[1], "x", 1) == 1)
+			written = true;
+	}
+	/* the rest of the program, untraced, in what remains of the limit */
+	struct pollfd pfd = { .fd = out[0], .events = POLLIN };
+	long left = LIMIT_MS - ms_since(&t0);
+	if (poll(&pfd, 1, left > 0 ? left : 0) == 1 && fgets(result, sizeof(result), f))
+		result[strcspn(result, "\n")] = '\0';
+	if (!result[0]) {
+		fprintf(stderr, "the program said nothing within %d ms:\n", LIMIT_MS);
+		t_print_threads(pid);
+		kill(pid, SIGKILL);
+	}
+	close(in[1]);
+	if (!reaped)
+		waitpid(p, &st, 0);
+	rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	printf("tracer: %s, %d debug traps; forwarded calls made by signal 1's handler %d, signal 2's %d, "
+	       "signal 3's %d; depth before the read %ld\n", stage_name[stage], hits, nested1, nested2, nested3,
+	       depth_before_read);
+	printf("program (pid %d, parent %d): exit %d, '%s'\n", (int)pid, (int)ppid, rc, result);
+
+	int ppid1 = 0, ppid2 = 0, ur = -1, runs = 0, off = 0;
+	long n = -1;
+	char c = 0;
+	t_check(!failed, "the tracer could not make the window (above)");
+	t_check(stage == S_RELEASED, "the read during which signal 3 came did not return");
+	t_check(rc == 0, "the program did not end as natively (exit %d)", rc);
+	t_check(depth_before_read == 0, "depth %ld after the getppid: taken for abandoned", depth_before_read);
+	/* a handler's call during a forwarded call runs on the thread, the
+	 * proxy being busy: one forwarded took the call for abandoned (2) or
+	 * shared the mailbox with it (3) */
+	t_check(nested2 == 0, "signal 2's handler forwarded %d call(s): the getppid was taken for abandoned "
+		"after its wait", nested2);
+	t_check(nested3 == 0, "signal 3's handler forwarded %d call(s) while the read was in flight", nested3);
+	if (sscanf(result, "getppid %d %d read %ld '%c' uname %d handlers %d:%n", &ppid1, &ppid2, &n, &c, &ur,
+		   &runs, &off) == 6) {
+		t_check(ppid1 == ppid && ppid2 == ppid, "getppid returned %d and %d, the parent is %d", ppid1, ppid2,
+			(int)ppid);
+		t_check(n == 1 && c == 'x', "the read returned %ld", n);
+		t_check(ur == 0, "uname returned %d", ur);
+		t_check(runs == 3, "the handler ran %d times, 3 signals were delivered", runs);
+		for (int i = 0; i < runs && i < 8; i++) {
+			int hp = 0, k = 0;
+			if (sscanf(result + off, " %d%n", &hp, &k) != 1)
+				break;
+			off += k;
+			t_check(hp == pid, "the handler's getpid %d returned %d, the pid is %d", i + 1, hp, (int)pid);
+		}
+	} else {
+		t_check(0, "no result line from the program");
+	}
+	return t_done();
+}

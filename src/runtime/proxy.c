@@ -222,7 +222,8 @@ long proxy_forward(struct dt_thread *t, long nr, const long a[6])
 	 * took the caller's finished call for abandoned: depth went to -1,
 	 * and the next handler's getpid shared the mailbox with the call it
 	 * interrupted (run_rewrite_signals: getppid returned the pid, about
-	 * one process in 1,700 beside a loaded CPU). */
+	 * one process in 1,700 beside a loaded CPU; run_wait_frame_window
+	 * makes the window with a tracer every time). */
 	const uintptr_t outer_frame = t->wait_frame;
 	uint64_t seq;
 	int32_t raised;

@@ -192,6 +192,24 @@ static long wait_reply(struct dt_thread *t, uint64_t seq, uint64_t *off)
 	return t->mb.ret;
 }
 
+/* The call ended (or was abandoned): a signal of the terminal this thread
+ * held during it (signals.c, tty_hold) is delivered now, as it comes after
+ * the result, unless the proxy took the same one (raised): the call raised
+ * it again, and that one is delivered in its place.  After depth is down:
+ * its handler's calls are forwarded as usual. */
+static void tty_held_deliver(struct dt_thread *t, int raised)
+{
+	int held = t->tty_held;
+	siginfo_t info;
+
+	if (!held)
+		return;
+	info = t->tty_held_info;
+	t->tty_held = 0;
+	if (held != raised)
+		sys_call4(SYS_rt_tgsigqueueinfo, dt_cfg.pid, t->tid, held, &info);
+}
+
 /* A handler that siglongjmp'd out of our wait (the alarm-and-longjmp read
  * timeout idiom) left the forwarded call behind: natively the signal would
  * have interrupted it.  Interrupt it now, without restart, and wait until
@@ -208,6 +226,8 @@ void proxy_abandoned(struct dt_thread *t)
 	t->mb.intr = INTR_NONE;
 	t->intr_first = 0;
 	t->depth = 0;
+	same_thread_barrier();
+	tty_held_deliver(t, 0);
 }
 
 long proxy_forward(struct dt_thread *t, long nr, const long a[6])
@@ -329,6 +349,7 @@ again:
 		 * program sees the result, as natively; its handler's calls
 		 * are forwarded as usual (depth is back) */
 		sys_call4(SYS_rt_tgsigqueueinfo, dt_cfg.pid, t->tid, raised, &info);
+	tty_held_deliver(t, raised);
 	if (r == -PROXY_ERESTART && raised) {
 		if (ka.flags & SA_RESTART)
 			goto again;

@@ -174,6 +174,36 @@ static bool handled(const struct ksigaction *a)
 
 static long tty_install(int sig, const struct ksigaction *app);
 
+/* The terminal sends its signal to the process group (kill_pgrp,
+ * tty_jobctrl.c), and the kernel offers it to the main thread first, often
+ * the detached one, while the calling thread, natively the one that takes
+ * it at its exit from the call, returns -ERESTARTSYS.  When the caller is
+ * our proxy and it is slow to take it (a loaded CPU), this thread took it
+ * inside its wait and the handler ran; the proxy's kernel, with no signal
+ * taken there, entered the call again, which raised it a second time: the
+ * handler ran twice (run_job_control's write-handler beside a loaded CPU:
+ * exit 32 where natively 31).  So the terminal's own signal (SI_KERNEL)
+ * that comes while this thread spins in the wait (rip in detach_wait: not
+ * in a call of its own, whose restart would raise it again here) for a call
+ * the terminal judges (read, write, their vector forms, ioctl) is held, and
+ * the frame returns without the program's handler: the proxy's call raises
+ * it again and takes it (proxy_tty_signal_taken), or ends without it, and
+ * the held one is delivered then (proxy.c, tty_held_deliver). */
+static bool tty_hold(struct dt_thread *t, int sig, const siginfo_t *si, const ucontext_t *uc)
+{
+	uintptr_t rip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+	long nr = t->mb.nr;
+
+	if (si->si_code != SI_KERNEL || t->depth <= 0 || t->observed ||
+	    rip < (uintptr_t)__start_detach_wait || rip >= (uintptr_t)__stop_detach_wait)
+		return false;
+	if (nr != SYS_read && nr != SYS_write && nr != SYS_readv && nr != SYS_writev && nr != SYS_ioctl)
+		return false;
+	t->tty_held_info = *si;
+	t->tty_held = sig;
+	return true;
+}
+
 static void tty_handler(int sig, siginfo_t *si, void *ctx)
 {
 	struct ksigaction *app = &app_tty[sig == SIGTTOU];
@@ -182,6 +212,10 @@ static void tty_handler(int sig, siginfo_t *si, void *ctx)
 		proxy_tty_signal_taken(sig, si, ctx);
 		return;
 	}
+	if (dt_self && tty_hold(dt_self, sig, si, ctx))
+		/* not through the program's restorer: no handler of its ran
+		 * on top of the wait (stubs.S, dt_app_restorer) */
+		sys_sigreturn_at(ctx);
 	/* The mask the kernel applied for this handler, seen here (unlike
 	 * another handler's): a terminal access from inside it is judged by
 	 * it (its own signal blocked: EIO, or the write goes through); its

@@ -116,6 +116,12 @@ struct dt_thread {
 	volatile uint32_t intr_first;
 	volatile uint32_t handler_returns; /* the program's handlers returned (signals.c) */
 	siginfo_t raised_info;          /* written by the proxy with mb.raised */
+	/* A SIGTTIN or SIGTTOU of the terminal that this thread took while it
+	 * waited for a call of its proxy that the terminal judges: held until
+	 * the call ends (signals.c, tty_handler; proxy.c, tty_held_deliver);
+	 * 0: none */
+	volatile int tty_held;
+	siginfo_t tty_held_info;
 	volatile uint8_t selector;      /* Syscall User Dispatch selector byte */
 	uint32_t persona;               /* its personality(2): STICKY_TIMEOUTS keeps
 	                                 * the timeout of a wait served here (clock.c) */

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <asm/ioctls.h>
 #include <sys/syscall.h>
 
 extern char __start_detach_wait[], __stop_detach_wait[] DT_HIDDEN;
@@ -180,27 +181,43 @@ static long tty_install(int sig, const struct ksigaction *app);
  * it at its exit from the call, returns -ERESTARTSYS.  When the caller is
  * our proxy and it is slow to take it (a loaded CPU), this thread took it
  * inside its wait and the handler ran; the proxy's kernel, with no signal
- * taken there, entered the call again, which raised it a second time: the
- * handler ran twice (run_job_control's write-handler beside a loaded CPU:
- * exit 32 where natively 31).  So the terminal's own signal (SI_KERNEL)
+ * taken there, entered the call again before the interrupt the handler's
+ * return sends came, and that call raised it a second time: the handler
+ * ran twice (run_job_control's read- and write-handler-traced make it every
+ * time: exit 32 where natively 31).  So the terminal's signal (SI_KERNEL)
  * that comes while this thread spins in the wait (rip in detach_wait: not
  * in a call of its own, whose restart would raise it again here) for a call
- * the terminal judges (read, write, their vector forms, ioctl) is held, and
- * the frame returns without the program's handler: the proxy's call raises
- * it again and takes it (proxy_tty_signal_taken), or ends without it, and
- * the held one is delivered then (proxy.c, tty_held_deliver). */
+ * on a terminal that the terminal judges (read, write, their vector forms,
+ * ioctl) is held, and the frame returns without the program's handler: the
+ * proxy's call, entered again, raises it again and takes it
+ * (proxy_tty_signal_taken), or ends without it, and the held one is
+ * delivered then (proxy.c, tty_held_deliver).  The call is interrupted as
+ * the handler's return would (intr_first: EINTR without SA_RESTART), so
+ * that it ends as natively when it did not raise the signal itself.  A call
+ * on anything else did not raise it (another process of the group, or
+ * another thread, touched the terminal): its signal runs now, and
+ * interrupts it (run_job_control's write-handler-pipe: holding it until a
+ * pipe read ended lost the EINTR). */
 static bool tty_hold(struct dt_thread *t, int sig, const siginfo_t *si, const ucontext_t *uc)
 {
 	uintptr_t rip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
 	long nr = t->mb.nr;
+	/* TCGETS fills the kernel's struct termios (36 bytes) */
+	char termios[64] __attribute__((aligned(8)));
 
 	if (si->si_code != SI_KERNEL || t->depth <= 0 || t->observed ||
 	    rip < (uintptr_t)__start_detach_wait || rip >= (uintptr_t)__stop_detach_wait)
 		return false;
 	if (nr != SYS_read && nr != SYS_write && nr != SYS_readv && nr != SYS_writev && nr != SYS_ioctl)
 		return false;
+	/* a terminal: its fd as the call has it (a kernel entry here, on
+	 * this rare path only) */
+	if (sys_call3(SYS_ioctl, t->mb.args[0], TCGETS, termios) < 0)
+		return false;
 	t->tty_held_info = *si;
 	t->tty_held = sig;
+	if (!t->intr_first)
+		t->intr_first = (uint32_t)sig;
 	return true;
 }
 

@@ -27,9 +27,23 @@ long proxy_renewed_around(struct dt_thread *t, long nr, const long a[6])
 	uint8_t selector = t->selector;
 	int err;
 
+	/* every signal but the faults and the runtime's (kept_open): see below */
+	const uint64_t quiet = ~((1ull << (SIGILL - 1)) | (1ull << (SIGBUS - 1)) | (1ull << (SIGFPE - 1)) |
+				 (1ull << (SIGSEGV - 1)) | kept_open());
+	uint64_t mask;
+
 	if (t->depth > 0 || t->observed)
 		return local_call(t, nr, a);
 	count(t, nr, &t->stats->local);
+	/* From the retirement until dt_self is NULL below the thread has no
+	 * proxy, but is still detached: a handler's forwarded call would
+	 * wait for nobody (a SIGALRM handler's getppid hung at once).  The
+	 * program's signals wait until then, delivered after the call, as
+	 * one that comes during it natively is at its return.  Open again
+	 * before the new proxy is made: it takes its record of SIGTTIN and
+	 * SIGTTOU from the mask it is born with (proxy_main), and a handler
+	 * that runs meanwhile makes its calls natively (dt_self NULL). */
+	sys_call4(SYS_rt_sigprocmask, SIG_BLOCK, &quiet, &mask, 8);
 	proxy_forward(t, DT_CMD_RETIRE, none);
 	/* gone from the thread group once tgkill no longer finds it: the
 	 * kernel unhashes an exiting thread after it left every list the
@@ -43,6 +57,7 @@ long proxy_renewed_around(struct dt_thread *t, long nr, const long a[6])
 	t->proxy_tid = 0;
 	t->selector = 0;                        /* SYSCALL_DISPATCH_FILTER_ALLOW */
 	dt_self = NULL;
+	sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &mask, NULL, 8);
 	err = proxy_start(t);
 	dt_self = t;
 	t->selector = selector;

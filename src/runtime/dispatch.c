@@ -235,6 +235,14 @@ long dt_dispatch(struct dt_thread *t, long nr, long a[6], uintptr_t ip, ucontext
 	const struct rule *r = nr < DT_NR_SYSCALLS ? &rules[nr] : &rules[0];
 	long b[6];
 
+	/* First: a call from code that left a forwarded call's wait by
+	 * siglongjmp cancels that call, whatever this one is.  Left to
+	 * forward(), the depth the abandoned call left behind misled every
+	 * path before it that asks whether a call is in flight: an unshare
+	 * ran on the thread alone and the proxy stayed in the old namespace
+	 * (proxy_renewed_around), a setuid was not made on the proxy
+	 * (MIRROR). */
+	forget_abandoned(t);
 	if (t->evicted)
 		thread_end(t, THREAD_EVICTED); /* a thread pinned to its CPU took it over */
 	if (t->observed && t->pending_cpu >= 0)

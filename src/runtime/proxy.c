@@ -169,12 +169,24 @@ static void interrupt_proxy(struct dt_thread *t)
  * program's, and after QUIT or RETIRE the proxy is exiting, where an
  * interrupt may arrive after its last return to user space and never be
  * acknowledged. */
+/* The proxy answered a later call than the one this wait is for: a handler
+ * on top of it published its own call through the mailbox while this one
+ * was in flight (its depth was wrong), and this wait would never end. */
+__attribute__((noinline, cold, noreturn))
+static void wait_overtaken(const struct dt_thread *t, uint64_t seq)
+{
+	dt_die("the wait for forwarded call %lu was overtaken by call %lu (depth %d): "
+	       "results can no longer be trusted", (unsigned long)seq, (unsigned long)t->mb.done_seq, t->depth);
+}
+
 __attribute__((noinline, section("detach_wait")))
 static long wait_reply(struct dt_thread *t, uint64_t seq, uint64_t *off)
 {
 	uint64_t c = rdtsc(), prev, late = 0;
 
 	while (observe(&t->mb.done_seq) != seq || t->mb.intr_ack != t->mb.intr_sent) {
+		if ((int64_t)(observe(&t->mb.done_seq) - seq) > 0)
+			wait_overtaken(t, seq);
 		if (t->intr_first) {
 			if (t->mb.nr >= 0 && observe(&t->mb.done_seq) != seq)
 				interrupt_proxy(t);
@@ -258,6 +270,16 @@ again:
 	 * call by it (depth is volatile, wait_frame not: without the fence
 	 * the compiler may store them the other way round) */
 	same_thread_barrier();
+	/* Entered at depth 0 (forward() and the other callers make sure of
+	 * it), so a depth up here is a handler's call, forwarded in the
+	 * window above, whose wait a second handler left by siglongjmp into
+	 * the first: still on the proxy.  Natively that signal interrupted
+	 * it; cancelled now, and this call is not queued behind it. */
+	if (t->depth > 0) {
+		proxy_abandoned(t);
+		t->wait_frame = (uintptr_t)__builtin_frame_address(0);
+		same_thread_barrier();
+	}
 	t->depth++;
 	/* From here on a handler that interrupts us runs its calls locally
 	 * (forward()) and leaves the mailbox alone; one that ran before

@@ -382,6 +382,12 @@ void thread_end(struct dt_thread *t, enum thread_end how)
 	if (how == THREAD_EVICTED && t->depth > 0)
 		return;
 	if (detached) {
+		/* An exit from a handler on top of a forwarded call: the
+		 * proxy's commands would queue behind that call (a read that
+		 * never returns: the exit hung); natively the thread's exit
+		 * ends it */
+		if (t->depth > 0)
+			proxy_abandoned(t);
 		proxy_stop(t);
 		t->stats->state = 0;
 	}

@@ -475,9 +475,15 @@ long do_sigprocmask(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	was = *frame_mask | t->app_blocked_open;
 	*frame_mask = cur & ~never;
 	t->app_blocked_open = app;
+	/* The record of SIGTTIN and SIGTTOU follows the mask in force: a
+	 * handler that returns before the change takes effect writes the
+	 * mask its frame restores (dt_app_restorer), the old one, over a
+	 * record written first.  So the kernel has the new mask first: from
+	 * the trampoline here, from the trap too when either of the two
+	 * changes (else only at the trap's rt_sigreturn, the frame's mask). */
+	if (!uc || ((was ^ *frame_mask) & TTY_SIGNALS))
+		sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, frame_mask, NULL, 8);
 	tty_blocked_is(t, *frame_mask);
-	if (!uc)
-		sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &real, NULL, 8);
 	if (a[2] && copy_to_user((void *)a[2], &was, sizeof(was)))
 		return -EFAULT;
 	return 0;

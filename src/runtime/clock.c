@@ -93,13 +93,15 @@ bool timed_wait_clock_ok(clockid_t clk)
 	return clk == CLOCK_MONOTONIC || clk == CLOCK_REALTIME || clk == CLOCK_BOOTTIME;
 }
 
-/* Until clk reads deadline_ns or later: 0; -EINTR if a handler ran.  The
+/* Until clk reads deadline_ns or later: 0; -EINTR if a handler ran (one
+ * that returned into this loop, or, for a masked wait, any since its mask
+ * was applied: masked, thread.h masked_wait_ended).  The
  * cycles it spun are the runtime's, not the program's CPU time (cputime.c):
  * counted in waited, less the gaps in which the thread did not run at all
  * (off: the kernel did not count them either; on a CPU it shares, counting
  * them would take more from the thread's CPU time than the wait cost it). */
 __attribute__((noinline, section("detach_wait")))
-long timed_wait_until(struct dt_thread *t, clockid_t clk, uint64_t deadline_ns)
+static long wait_until(struct dt_thread *t, clockid_t clk, uint64_t deadline_ns, uint64_t masked)
 {
 	uint64_t hz = dt_cfg.tsc.hz, check = ns_to_tsc_cycles(&dt_cfg.tsc, CHECK_NS);
 	uint64_t now = clock_ns(clk), c, target, next, c0, prev, off = 0;
@@ -123,7 +125,7 @@ long timed_wait_until(struct dt_thread *t, clockid_t clk, uint64_t deadline_ns)
 		target = c + (left > 1000000000000ull ? 1000000000000ull : left) * hz / 1000000000ull;
 		next = c + check;
 		do {
-			if (t && t->intr_first) {
+			if (t && (t->intr_first || masked_wait_ended(t, masked))) {
 				t->intr_first = 0;
 				t->stats->waited += c - c0 - off;
 				return -EINTR;
@@ -140,6 +142,11 @@ long timed_wait_until(struct dt_thread *t, clockid_t clk, uint64_t deadline_ns)
 		if (c - prev > dt_cfg.off_cpu_cycles)
 			off += c - prev;
 	}
+}
+
+long timed_wait_until(struct dt_thread *t, clockid_t clk, uint64_t deadline_ns)
+{
+	return wait_until(t, clk, deadline_ns, 0);
 }
 
 /* The program's timespec, read as the kernel reads it: EFAULT, EINVAL */
@@ -356,19 +363,21 @@ long timed_select(struct dt_thread *t, struct timeval *tv)
 }
 
 /* ppoll and pselect6 take a timespec and, like the kernel's, write back
- * the time left. */
-long timed_ppoll(struct dt_thread *t, struct timespec *ts)
+ * the time left.  masked: the wait's record of handler_returns from before
+ * its mask was applied (waits.c; 0: no mask), for the handler that runs
+ * between the mask and this wait (thread.h, masked_wait_ended). */
+long timed_ppoll(struct dt_thread *t, struct timespec *ts, uint64_t masked)
 {
 	uint64_t ns, deadline, now, left;
 	long r;
 
 	wait_begins(t);
 	if (!ts)
-		return timed_wait_until(t, CLOCK_MONOTONIC, UINT64_MAX);
+		return wait_until(t, CLOCK_MONOTONIC, UINT64_MAX, masked);
 	if ((r = checked_ns(ts, &ns)))
 		return r;
 	deadline = clock_ns(CLOCK_MONOTONIC) + ns;
-	r = timed_wait_until(t, CLOCK_MONOTONIC, deadline);
+	r = wait_until(t, CLOCK_MONOTONIC, deadline, masked);
 	now = clock_ns(CLOCK_MONOTONIC);
 	left = now < deadline ? deadline - now : 0;
 	struct timespec v = { (time_t)(left / 1000000000ull), (long)(left % 1000000000ull) };

@@ -37,6 +37,6 @@ long timed_wait_approach(struct dt_thread *t, struct wait_record *w) DT_HIDDEN;
 long timed_wait_finish(struct dt_thread *t, const struct wait_record *w, uint64_t spun_to) DT_HIDDEN;
 long timed_poll(struct dt_thread *t, long timeout_ms) DT_HIDDEN;
 long timed_select(struct dt_thread *t, struct timeval *tv) DT_HIDDEN;
-long timed_ppoll(struct dt_thread *t, struct timespec *ts) DT_HIDDEN;
+long timed_ppoll(struct dt_thread *t, struct timespec *ts, uint64_t masked) DT_HIDDEN;
 
 #endif

@@ -183,10 +183,22 @@ __attribute__((noinline, section("detach_wait")))
 static long wait_reply(struct dt_thread *t, uint64_t seq, uint64_t *off)
 {
 	uint64_t c = rdtsc(), prev, late = 0;
+	/* a masked wait's (waits.c): any handler since its mask cancels it */
+	uint64_t masked = masked_wait_since(t, t->mb.nr);
 
 	while (observe(&t->mb.done_seq) != seq || t->mb.intr_ack != t->mb.intr_sent) {
 		if ((int64_t)(observe(&t->mb.done_seq) - seq) > 0)
 			wait_overtaken(t, seq);
+		/* ppoll, pselect6 and epoll_pwait end with EINTR whatever
+		 * SA_RESTART says, and one the proxy has not entered yet must
+		 * not be (INTR_EINTR would let it start after the handler and
+		 * wait for the signal it already took): INTR_CANCEL.  Once. */
+		if (masked_wait_ended(t, masked)) {
+			masked = 0;
+			t->intr_first = 0;
+			if (observe(&t->mb.done_seq) != seq)
+				send_interrupt(t, INTR_CANCEL);
+		}
 		if (t->intr_first) {
 			if (t->mb.nr >= 0 && observe(&t->mb.done_seq) != seq)
 				interrupt_proxy(t);

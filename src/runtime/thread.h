@@ -115,6 +115,10 @@ struct dt_thread {
 	 * do_sigreturn), taken with an exchange by the wait. */
 	volatile uint32_t intr_first;
 	volatile uint32_t handler_returns; /* the program's handlers returned (signals.c) */
+	/* A forwarded masked wait (ppoll, pselect6, epoll_pwait: waits.c)
+	 * in progress: MASKED_WAIT | handler_returns as it was before the
+	 * wait's mask was applied; 0: none (masked_wait_since) */
+	uint64_t masked_wait;
 	siginfo_t raised_info;          /* written by the proxy with mb.raised */
 	/* A SIGTTIN or SIGTTOU of the terminal that this thread took while it
 	 * waited for a call of its proxy that the terminal judges: held until
@@ -153,6 +157,34 @@ static inline void wait_begins(struct dt_thread *t)
 {
 	if (!t->depth)
 		t->intr_first = 0;
+}
+
+/* A masked wait's record of handler_returns (t->masked_wait, and the
+ * timed one's argument, clock.c): the count before its mask was applied,
+ * with this bit set, so that 0 says "no masked wait". */
+#define MASKED_WAIT (1ull << 32)
+
+/* Whether a handler of the program returned since the masked wait whose
+ * record is m applied its mask (m 0: never).  Natively the kernel swaps
+ * the mask and waits in one step, so every signal the mask lets in ends
+ * the call with EINTR; here the mask is applied by a call of its own
+ * before the wait, and a handler that runs between the two returns into
+ * code outside detach_wait, leaving no intr_first mark: only the count
+ * shows that it ran. */
+static inline bool masked_wait_ended(const struct dt_thread *t, uint64_t m)
+{
+	return m && (uint32_t)m != t->handler_returns;
+}
+
+/* The masked wait's record for the forwarded call nr in wait_reply: only
+ * ppoll, pselect6 and epoll_pwait(2) reach the proxy through
+ * do_masked_wait, which sets t->masked_wait for its own call and 0 for one
+ * without a mask; any other call (a handler's read, made between the
+ * mask and the masked call's forward) is not judged by it. */
+static inline uint64_t masked_wait_since(const struct dt_thread *t, long nr)
+{
+	return nr == SYS_ppoll || nr == SYS_pselect6 || nr == SYS_epoll_pwait || nr == SYS_epoll_pwait2 ?
+		t->masked_wait : 0;
 }
 
 /* Which stack of t's an address lies on: 0 any other (the thread's), 1 the

@@ -46,16 +46,15 @@ long do_sleep(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 
 /* ppoll, pselect6, epoll_pwait(2): the mask is the detached thread's for the
  * length of the wait; the proxy keeps its own (all blocked) and the wait is
- * interrupted the usual way when a handler runs here.  ppoll and pselect6
+ * interrupted when a handler runs here.  ppoll and pselect6
  * without descriptors are sleeps, served here like nanosleep. */
-long do_masked_wait(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+static long masked_wait(struct dt_thread *t, long nr, long *a)
 {
 	struct { const uint64_t *ss; size_t len; } psel, pa;
 	const uint64_t *mask;
 	uint64_t m, old;
 	long b[6], ret;
 
-	(void)uc;
 	/* What cannot be read here is the kernel's to refuse: the call goes to
 	 * it as it is, and it answers in its order (EINVAL, EFAULT) before it
 	 * waits. */
@@ -108,21 +107,54 @@ long do_masked_wait(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 		}
 	}
 	if (mask) {
-		uint32_t ran = t->handler_returns;
+		/* Counted before the mask is applied: every handler that runs
+		 * from there on, until the wait ends, ends the call with EINTR,
+		 * as natively any signal the mask lets in does (the kernel's
+		 * swap of the mask and its wait are one step).  One pending
+		 * already is delivered on the way out of rt_sigprocmask and is
+		 * seen at once below; one that comes after that look and before
+		 * the wait loop is entered returns into plain code and leaves
+		 * no intr_first mark: the wait itself compares the count
+		 * (masked_wait_ended, in timed_ppoll's loop and in wait_reply,
+		 * which then cancels the proxy's call: started after the
+		 * handler, it would wait for a signal already taken).  A
+		 * handler with no action to run (an ignored SIGCHLD) returns
+		 * nothing and lets the wait go on, as natively. */
+		uint64_t since = MASKED_WAIT | t->handler_returns;
+		/* the record before the mask: a handler that runs as soon as
+		 * the mask is applied must find it (a compiler fence: only
+		 * this thread, and handlers on top of it, read it) */
+		if (!sleep)
+			t->masked_wait = since;
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		m &= ~kept_open();
 		sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &m, &old, 8);
-		/* A signal pending already that the mask unblocks is delivered
-		 * right here, on the way out of rt_sigprocmask: natively the
-		 * kernel applies the mask and sees it before it waits, so a
-		 * handler that ran ends the call with EINTR at once (one that
-		 * has none, an ignored SIGCHLD, lets the wait go on). */
-		if (t->handler_returns != ran) {
+		if (masked_wait_ended(t, since)) {
 			sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, 8);
 			return -EINTR;
 		}
-	}
-	ret = sleep ? timed_ppoll(t, (struct timespec *)(nr == SYS_ppoll ? a[2] : a[4])) : forward(t, nr, b);
-	if (mask)
+		ret = sleep ? timed_ppoll(t, (struct timespec *)(nr == SYS_ppoll ? a[2] : a[4]), since) : forward(t, nr, b);
 		sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, 8);
-	return ret;
+		return ret;
+	}
+	return timed_ppoll(t, (struct timespec *)(nr == SYS_ppoll ? a[2] : a[4]), 0);
+}
+
+long do_masked_wait(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	/* t->masked_wait is this call's while it runs (masked_wait sets
+	 * it for a forwarded wait with a mask), 0 for one without: a handler's
+	 * masked wait inside another's window keeps its own, and gives the
+	 * outer one's back when it ends */
+	uint64_t outer = t->masked_wait;
+	long r;
+
+	(void)uc;
+	t->masked_wait = 0;
+	/* compiler fences: the stores stay around the call, in this order */
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	r = masked_wait(t, nr, a);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	t->masked_wait = outer;
+	return r;
 }

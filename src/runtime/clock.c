@@ -182,6 +182,37 @@ static void write_back(const struct dt_thread *t, uint64_t timeout_ns, void *u, 
 		(void)copy_to_user(u, v, n);
 }
 
+/* A timed wait's start (wait_begins, thread.h): the mark left before it
+ * is not its interruption.  At depth 0 it is stale and goes.  At depth > 0
+ * the wait is a handler's, made on top of a forwarded call, and the mark
+ * may be that call's: the first handler returned into its wait_reply, and
+ * a second signal, pending as that return ended, ran this handler before
+ * wait_reply looked.  Natively the first signal decided the call's end
+ * and this handler's sleep is a sleep of its own: so the mark is taken
+ * aside for the length of the wait (the wait would take it as its own
+ * interruption and end at once, and the call would end as this handler's
+ * signal says) and put back by wait_back when it ends.  Taken with an
+ * exchange: nothing can return into the outer wait while this runs, but
+ * a handler on top of this one returns into code of ours. */
+static uint32_t wait_aside(struct dt_thread *t)
+{
+	if (!t->depth) {
+		t->intr_first = 0;
+		return 0;
+	}
+	return __atomic_exchange_n(&t->intr_first, 0, __ATOMIC_RELAXED);
+}
+
+/* The end of a timed wait begun by wait_aside: the outer call's mark
+ * back, over any this wait's handlers left (the outer one's was first,
+ * and it decides, thread.h).  r: the wait's result. */
+static long wait_back(struct dt_thread *t, uint32_t outer, long r)
+{
+	if (outer)
+		t->intr_first = outer;
+	return r;
+}
+
 extern const char dt_wait_resume[] DT_HIDDEN;
 
 /* Whether the sleep that trapped with frame uc may end after the trap's
@@ -213,11 +244,11 @@ long timed_sleep(struct dt_thread *t, clockid_t clk, int flags, const struct tim
 		 struct timespec *rem, ucontext_t *uc)
 {
 	uint64_t ns, start = clock_ns(clk), deadline;
+	uint32_t outer = wait_aside(t);
 	long r;
 
-	wait_begins(t);
 	if ((r = checked_ns(req, &ns)))
-		return r;
+		return wait_back(t, outer, r);
 	deadline = (flags & TIMER_ABSTIME) ? ns : start + ns;
 	if (can_resume(t, uc)) {
 		greg_t *g = uc->uc_mcontext.gregs;
@@ -233,7 +264,10 @@ long timed_sleep(struct dt_thread *t, clockid_t clk, int flags, const struct tim
 			g[REG_RIP] = (greg_t)dt_wait_resume;
 			return 0;       /* rax: dt_wait_resume's result replaces it */
 		}
-	} else if (!uc && t->wait_tail) {
+	} else if (!uc && t->wait_tail && !t->depth) {
+		/* not a handler's on top of a forwarded call (depth > 0): the
+		 * tail (clock_resume.S, dt_wait_ended) runs after this returns,
+		 * and the outer call's mark is put back before it (wait_back) */
 		r = timed_wait_until(t, clk, deadline > RESUME_NS ? deadline - RESUME_NS : 0);
 		if (r == 0) {
 			struct wait_record *w = t->wait_tail;
@@ -247,7 +281,7 @@ long timed_sleep(struct dt_thread *t, clockid_t clk, int flags, const struct tim
 	}
 	if (r == -EINTR && !(flags & TIMER_ABSTIME) && rem)
 		r = write_left(clk, deadline, rem, r);
-	return r;
+	return wait_back(t, outer, r);
 }
 
 /* A sleep's last stretch is a spin on the TSC in dt_wait_end's own frame
@@ -332,25 +366,27 @@ long timed_wait_finish(struct dt_thread *t, const struct wait_record *w, uint64_
  * back the time left, as Linux's does. */
 long timed_poll(struct dt_thread *t, long timeout_ms)
 {
-	wait_begins(t);
+	uint32_t outer = wait_aside(t);
+
 	if (timeout_ms < 0)
-		return timed_wait_until(t, CLOCK_MONOTONIC, UINT64_MAX);
-	return timed_wait_until(t, CLOCK_MONOTONIC, clock_ns(CLOCK_MONOTONIC) + (uint64_t)timeout_ms * 1000000ull);
+		return wait_back(t, outer, timed_wait_until(t, CLOCK_MONOTONIC, UINT64_MAX));
+	return wait_back(t, outer, timed_wait_until(t, CLOCK_MONOTONIC,
+						    clock_ns(CLOCK_MONOTONIC) + (uint64_t)timeout_ms * 1000000ull));
 }
 
 long timed_select(struct dt_thread *t, struct timeval *tv)
 {
 	uint64_t deadline, now;
+	uint32_t outer = wait_aside(t);
 	struct timeval v;
 	long r;
 
-	wait_begins(t);
 	if (!tv)
-		return timed_wait_until(t, CLOCK_MONOTONIC, UINT64_MAX);
+		return wait_back(t, outer, timed_wait_until(t, CLOCK_MONOTONIC, UINT64_MAX));
 	if (copy_from_user(&v, tv, sizeof(v)))
-		return -EFAULT;
+		return wait_back(t, outer, -EFAULT);
 	if (v.tv_sec < 0 || v.tv_usec < 0)
-		return -EINVAL;
+		return wait_back(t, outer, -EINVAL);
 	uint64_t ns = (uint64_t)v.tv_sec * 1000000000ull + (uint64_t)v.tv_usec * 1000ull;
 	deadline = clock_ns(CLOCK_MONOTONIC) + ns;
 	r = timed_wait_until(t, CLOCK_MONOTONIC, deadline);
@@ -359,7 +395,7 @@ long timed_select(struct dt_thread *t, struct timeval *tv)
 	v.tv_sec = (time_t)(left / 1000000000ull);
 	v.tv_usec = (suseconds_t)(left % 1000000000ull / 1000);
 	write_back(t, ns, tv, &v, sizeof(v));
-	return r;
+	return wait_back(t, outer, r);
 }
 
 /* ppoll and pselect6 take a timespec and, like the kernel's, write back
@@ -369,18 +405,18 @@ long timed_select(struct dt_thread *t, struct timeval *tv)
 long timed_ppoll(struct dt_thread *t, struct timespec *ts, uint64_t masked)
 {
 	uint64_t ns, deadline, now, left;
+	uint32_t outer = wait_aside(t);
 	long r;
 
-	wait_begins(t);
 	if (!ts)
-		return wait_until(t, CLOCK_MONOTONIC, UINT64_MAX, masked);
+		return wait_back(t, outer, wait_until(t, CLOCK_MONOTONIC, UINT64_MAX, masked));
 	if ((r = checked_ns(ts, &ns)))
-		return r;
+		return wait_back(t, outer, r);
 	deadline = clock_ns(CLOCK_MONOTONIC) + ns;
 	r = wait_until(t, CLOCK_MONOTONIC, deadline, masked);
 	now = clock_ns(CLOCK_MONOTONIC);
 	left = now < deadline ? deadline - now : 0;
 	struct timespec v = { (time_t)(left / 1000000000ull), (long)(left % 1000000000ull) };
 	write_back(t, ns, ts, &v, sizeof(v));
-	return r;
+	return wait_back(t, outer, r);
 }

@@ -146,7 +146,8 @@ struct dt_thread {
 	_Alignas(64) char frame[16384];
 };
 
-/* A call's wait begins (a timed wait, clock.c; a forwarded call, proxy.c):
+/* A call's wait begins (a forwarded call, proxy.c; a timed one's is
+ * wait_aside's, clock.c, which at depth > 0 puts the mark back after):
  * a mark left before it (a handler that returned into an earlier wait
  * after its last look, or ran before this call began) is not this call's
  * interruption; natively such a handler runs before the call or after it.

@@ -113,11 +113,17 @@ static void trap_moved(void *si, void *uc, uintptr_t live)
 {
 	dt_self->trap_moved = true;
 	stack_trap_arm_below(dt_self, live);
+	/* the program's signals may come (blocked by sigsys_handler; the mask
+	 * they were taken with is the frame's: SIGSYS's action adds none) */
+	sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &((ucontext_t *)uc)->uc_sigmask, NULL, 8);
 	trap(dt_self, si, uc, true);
 	/* dt_self again: a fork child is no detached thread when its fork
-	 * returns here (lifecycle.c), dt_self is NULL then */
+	 * returns here (lifecycle.c), dt_self is NULL then (its calls do not
+	 * trap: nothing moves onto our stack).  The program's signals wait
+	 * from the clear until the SIGSYS frame's rt_sigreturn: our frames on
+	 * the way back lie where a handler's trap would move (stack.c) */
 	if (dt_self)
-		dt_self->trap_moved = false;
+		stack_trap_leaves(dt_self, (uintptr_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RSP]);
 }
 
 /* A trap from code on no alternate stack whose frame the kernel wrote at
@@ -169,9 +175,12 @@ void sigsys_moved(int sig, siginfo_t *si, ucontext_t *uc)
 	sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &run->uc_sigmask, NULL, 8);
 	trap(t, si, run, true);
 	/* dt_self again: a fork child is no detached thread when its fork
-	 * returns here (lifecycle.c), dt_self is NULL then */
+	 * returns here (lifecycle.c), dt_self is NULL then (its calls do not
+	 * trap: nothing moves onto the copy).  The program's signals wait from
+	 * the clear until the rt_sigreturn, which puts the frame's mask back:
+	 * a handler's trap taken between moved onto the copy (stack.c) */
 	if (dt_self)
-		dt_self->trap_moved = false;
+		stack_trap_leaves(dt_self, (uintptr_t)run->uc_mcontext.gregs[REG_RSP]);
 	sys_sigreturn_at(run);
 }
 
@@ -189,9 +198,17 @@ void sigsys_handler(int sig, siginfo_t *si, void *ctx)
 	}
 	if (!t)
 		dt_die("a system call trapped on a thread that is not detached (tid %ld)", sys_call0(SYS_gettid));
-	if ((top = stack_trap_move(t, ctx)))
+	if ((top = stack_trap_move(t, ctx))) {
+		/* The program's signals wait until trap_moved has said the top
+		 * is in use and armed the program's stack below this frame: a
+		 * handler's trap taken in between moved to the same top, over
+		 * our frames (a crash), and one that set its stack without
+		 * SS_AUTODISARM has it armed whole (stack_on_return), so a
+		 * signal taken while we run on ours wrote its frame at its top,
+		 * over the handler under this trap. */
+		sys_call4(SYS_rt_sigprocmask, SIG_BLOCK, &stack_trap_blocked, NULL, 8);
 		sys_run_on(trap_moved, si, ctx, top);
-	else
+	} else
 		trap(t, si, ctx, false);
 }
 

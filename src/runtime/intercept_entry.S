@@ -65,7 +65,7 @@ sigsys_entry:
 	movq %rax, %r15
 	movl $NR_rt_sigprocmask, %eax
 	xorl %edi, %edi                 /* SIG_BLOCK */
-	leaq trap_copy_blocked(%rip), %rsi
+	leaq stack_trap_blocked(%rip), %rsi   /* stack.c */
 	xorl %edx, %edx                 /* no old set: the frame holds it */
 	movl $8, %r10d
 	jmp sigsys_entry_block
@@ -83,13 +83,6 @@ sigsys_entry_blocked:
 .Lin_place:
 	jmp sigsys_handler
 	.size sigsys_entry, .-sigsys_entry
-
-	/* every signal but SIGILL, SIGTRAP, SIGBUS, SIGFPE, SIGSEGV, SIGSYS
-	 * (bits signo - 1; SIGKILL and SIGSTOP the kernel never blocks) */
-	.section .rodata
-	.p2align 3
-trap_copy_blocked:
-	.quad ~((1 << 3) | (1 << 4) | (1 << 6) | (1 << 7) | (1 << 10) | (1 << 30))
 
 	/* the block's `syscall`, in the range Syscall User Dispatch allows */
 	.section detach_allow,"ax",@progbits

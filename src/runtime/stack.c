@@ -184,17 +184,35 @@ uintptr_t stack_trap_move(struct dt_thread *t, const ucontext_t *uc)
 	return t->stack_lo + STACK_SIGNAL_SIZE;
 }
 
-/* The trap being handled, of code whose rsp was sp, leaves without
- * returning to its handler (a program handler's rt_sigreturn, signals.c; a
- * vfork parent, threads.c): if it was moved (its work runs on our stack,
- * the code it came from on another), no moved trap's work is in use any
- * more.  A trap nested in place runs on the program's alternate stack, or
- * on ours when it came from a handler there (one without SA_ONSTACK, on
- * top of a moved trap's wait, whose work is still in use). */
+/* every signal but SIGILL, SIGTRAP, SIGBUS, SIGFPE, SIGSEGV, SIGSYS (bits
+ * signo - 1; SIGKILL and SIGSTOP the kernel never blocks) */
+const uint64_t stack_trap_blocked = ~((1ull << (SIGILL - 1)) | (1ull << (SIGTRAP - 1)) | (1ull << (SIGBUS - 1)) |
+				      (1ull << (SIGFPE - 1)) | (1ull << (SIGSEGV - 1)) | (1ull << (SIGSYS - 1)));
+
+/* The trap being handled, of code whose rsp was sp, ends: its rt_sigreturn
+ * follows (the end of a moved trap, intercept.c; a program handler's
+ * rt_sigreturn, signals.c; a vfork parent, threads.c).  If it was moved
+ * (its work runs on our stack, the code it came from on another), no moved
+ * trap's work is in use any more, but the frame it returns through, or the
+ * frames of ours that lead to its rt_sigreturn, still are: they lie just
+ * below the top of the signal half, where a trap moves.  So the program's
+ * signals wait from here (rt_sigreturn puts the frame's mask back, and a
+ * signal pending then is taken where the trap returns to): one taken
+ * between the clear and the rt_sigreturn ran an SA_ONSTACK handler whose
+ * call moved to that top, over the frame (the kernel's XRSTOR of it failed
+ * its check and the vector registers' upper halves were lost; a deeper path
+ * reaches the general registers) or over our way back (a crash).  A trap
+ * nested in place runs on the program's alternate stack, or on ours when it
+ * came from a handler there (one without SA_ONSTACK, on top of a moved
+ * trap's wait, whose work is still in use). */
 void stack_trap_leaves(struct dt_thread *t, uintptr_t sp)
 {
-	if ((uintptr_t)__builtin_frame_address(0) - t->stack_lo < STACK_SIZE && sp - t->stack_lo >= STACK_SIZE)
+	if ((uintptr_t)__builtin_frame_address(0) - t->stack_lo < STACK_SIZE && sp - t->stack_lo >= STACK_SIZE) {
+		/* blocked before the clear: sys_call4 is a call the compiler
+		 * cannot move the store above */
+		sys_call4(SYS_rt_sigprocmask, SIG_BLOCK, &stack_trap_blocked, NULL, 8);
 		t->trap_moved = false;
+	}
 }
 
 /* Is the caller (the trampoline's C code, rewrite mode) on the program's

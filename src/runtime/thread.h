@@ -83,7 +83,8 @@ struct dt_thread {
 	uintptr_t stack_lo, stack_hi;
 	uintptr_t app_ss_lo, app_ss_hi;
 	stack_t app_ss;                 /* what sigaltstack reports (signals.c) */
-	bool need_trap;                 /* rewrite mode: this call needs the trap path */
+	bool need_trap;                 /* rewrite mode: this call needs the trap path
+					 * (rewrite.c, dt_trampoline_dispatch: kept per call) */
 	/* a trap's work runs on the signal half of the runtime's stack, moved
 	 * there from the program's alternate stack (stack.c, stack_trap_move;
 	 * intercept.c, trap_moved) */

@@ -241,21 +241,10 @@ int main(int argc, char **argv)
 	if (getenv("T_WORKLOAD"))
 		return workload();
 	t_detach_argv(args, NULL, NULL, argv[0], NULL);
-	if (pipe(in) || pipe(out)) {
-		perror("pipe");
+	if ((p = t_spawn_workload(args, in, out)) < 0) {
+		perror("pipe or fork");
 		return 1;
 	}
-	p = fork();
-	if (p == 0) {
-		dup2(in[0], 0);
-		dup2(out[1], 1);
-		close(in[0]), close(in[1]), close(out[0]), close(out[1]);
-		setenv("T_WORKLOAD", "1", 1);
-		execv(args[0], args);
-		_exit(127);
-	}
-	close(in[0]);
-	close(out[1]);
 	f = fdopen(out[0], "r");
 	if (!fgets(line, sizeof(line), f) || sscanf(line, "%d %d", &pid, &proxy) != 2) {
 		waitpid(p, &st, 0);

@@ -57,6 +57,29 @@ static inline void t_detach_argv(char **args, const char *stats, const char *con
 	args[n] = NULL;
 }
 
+/* Starts args (t_detach_argv's command line, this test under `detach run`)
+ * with T_WORKLOAD set, its stdin the pipe in[1] writes and its stdout the
+ * pipe read from out[0]; the child's ends are closed here.  Returns its pid,
+ * or -1 (errno) when a pipe or the fork fails. */
+static inline pid_t t_spawn_workload(char **args, int in[2], int out[2])
+{
+	pid_t p;
+
+	if (pipe(in) || pipe(out))
+		return -1;
+	if ((p = fork()) == 0) {
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		close(in[0]), close(in[1]), close(out[0]), close(out[1]);
+		setenv("T_WORKLOAD", "1", 1);
+		execv(args[0], args);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	return p;
+}
+
 /* Re-executes this test under `detach run -c 1 [extra...]` unless it already
  * runs there.  Skips without the CPUs the test needs. */
 static inline void t_reexec_detached(int argc, char **argv, const char *const *extra)

@@ -104,14 +104,14 @@ static void trap(struct dt_thread *t, siginfo_t *si, ucontext_t *uc, bool moved)
 
 /* A trap on the program's alternate stack runs on ours (stack.c,
  * stack_trap_move): there first, then the program's stack below what is
- * still in use is armed for the program's handlers.  trap_moved says so to
- * a trap nested under this one's wait (a handler's call), which stays where
- * it is.  A handler that leaves the wait by siglongjmp leaves it set: the
- * next trap from code on no alternate stack moves all the same (nothing of
- * ours is in use then) and clears it. */
+ * still in use is armed for the program's handlers.  stack_trap_moved says
+ * so to a trap nested under this one's wait (a handler's call), which
+ * moves to the level below.  A handler that leaves the wait by siglongjmp
+ * leaves the count up: the next trap from code on no alternate stack moves
+ * all the same (nothing of ours is in use then) and sets it to 0. */
 static void trap_moved(void *si, void *uc, uintptr_t live)
 {
-	dt_self->trap_moved = true;
+	stack_trap_moved(dt_self);
 	stack_trap_arm_below(dt_self, live);
 	/* the program's signals may come (blocked by sigsys_handler; the mask
 	 * they were taken with is the frame's: SIGSYS's action adds none) */
@@ -156,7 +156,7 @@ void sigsys_moved(int sig, siginfo_t *si, ucontext_t *uc)
 		if (end > hi)
 			hi = end;
 	}
-	t->trap_moved = true;
+	stack_trap_moved(t);
 	if (hi - lo + 128 <= TRAP_COPY_ROOM) {     /* 128: the alignment below */
 		uintptr_t to = ((top - (hi - lo)) & ~(uintptr_t)63) - 64 + (lo & 63);
 

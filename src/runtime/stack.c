@@ -159,13 +159,20 @@ void stack_on_return(const struct dt_thread *t, ucontext_t *uc, bool moved)
  * to the signal half of our stack, unused by the kernel while the program
  * has its own, when it came from code on no alternate stack (the frame is
  * then at the top of the program's: nothing of ours is in use below it),
- * and when it came from a handler on the program's stack (a nested trap)
- * while no moved trap's work is in use on that half (t->trap_moved: the
- * handler may run on top of such a trap's wait).
+ * and when it came from a handler on the program's stack (a nested trap).
+ * Such a handler may run on top of a moved trap's wait (a signal during a
+ * forwarded call), whose work is in use on that half: a nested trap moves
+ * to the next level below it (STACK_TRAP_LEVEL_SIZE, stack.h;
+ * t->traps_moved counts the levels in use).  Left in place, its work ran
+ * below two signal frames on the program's stack, where the handler's
+ * frame, ours and our deepest path do not fit: an 8 KiB stack with AVX-512
+ * state (3.4 KB a frame) overflowed at the siglongjmp of a handler that
+ * interrupted a forwarded read (run_altstack_longjmp).
  * Returns the stack top to move to, 0 to stay: a trap from a handler on
- * our stack, or nested under a moved trap, nests where it is.  (A trap of
- * a detached thread from code on no alternate stack never comes here: the
- * entry moves it before it writes anything, intercept_entry.S.) */
+ * our stack nests where it is, as does one nested deeper than the levels.
+ * (A trap of a detached thread from code on no alternate stack never
+ * comes here: the entry moves it before it writes anything,
+ * intercept_entry.S.) */
 uintptr_t stack_trap_move(struct dt_thread *t, const ucontext_t *uc)
 {
 	uintptr_t frame = (uintptr_t)uc, sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
@@ -178,10 +185,24 @@ uintptr_t stack_trap_move(struct dt_thread *t, const ucontext_t *uc)
 	 * handler may have left one by siglongjmp, and this trap may not move:
 	 * the handler left the program's stack disarmed) */
 	if (!on_app)
-		t->trap_moved = false;
-	if (frame - t->app_ss_lo >= app || (on_app && t->trap_moved))
+		t->traps_moved = 0;
+	if (frame - t->app_ss_lo >= app || t->traps_moved >= STACK_TRAP_LEVELS)
 		return 0;
-	return t->stack_lo + STACK_SIGNAL_SIZE;
+	return t->stack_lo + STACK_SIGNAL_SIZE - (uintptr_t)t->traps_moved * STACK_TRAP_LEVEL_SIZE;
+}
+
+/* The level (0: the top one) that our stack's address a lies in. */
+static unsigned trap_level(const struct dt_thread *t, uintptr_t a)
+{
+	return (unsigned)((t->stack_lo + STACK_SIGNAL_SIZE - 1 - a) / STACK_TRAP_LEVEL_SIZE);
+}
+
+/* A moved trap's work begins (its caller runs on the level stack_trap_move
+ * gave it, or on the top one: sigsys_moved): its level and those above it
+ * are in use. */
+void stack_trap_moved(struct dt_thread *t)
+{
+	t->traps_moved = (uint8_t)(trap_level(t, (uintptr_t)__builtin_frame_address(0)) + 1);
 }
 
 /* every signal but SIGILL, SIGTRAP, SIGBUS, SIGFPE, SIGSEGV, SIGSYS (bits
@@ -201,17 +222,20 @@ const uint64_t stack_trap_blocked = ~((1ull << (SIGILL - 1)) | (1ull << (SIGTRAP
  * between the clear and the rt_sigreturn ran an SA_ONSTACK handler whose
  * call moved to that top, over the frame (the kernel's XRSTOR of it failed
  * its check and the vector registers' upper halves were lost; a deeper path
- * reaches the general registers) or over our way back (a crash).  A trap
+ * reaches the general registers) or over our way back (a crash).  The
+ * levels above its own stay in use: it ran on top of their waits.  A trap
  * nested in place runs on the program's alternate stack, or on ours when it
  * came from a handler there (one without SA_ONSTACK, on top of a moved
  * trap's wait, whose work is still in use). */
 void stack_trap_leaves(struct dt_thread *t, uintptr_t sp)
 {
-	if ((uintptr_t)__builtin_frame_address(0) - t->stack_lo < STACK_SIZE && sp - t->stack_lo >= STACK_SIZE) {
-		/* blocked before the clear: sys_call4 is a call the compiler
+	uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+
+	if (here - t->stack_lo < STACK_SIZE && sp - t->stack_lo >= STACK_SIZE) {
+		/* blocked before the store: sys_call4 is a call the compiler
 		 * cannot move the store above */
 		sys_call4(SYS_rt_sigprocmask, SIG_BLOCK, &stack_trap_blocked, NULL, 8);
-		t->trap_moved = false;
+		t->traps_moved = (uint8_t)trap_level(t, here);
 	}
 }
 

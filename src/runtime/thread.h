@@ -85,10 +85,10 @@ struct dt_thread {
 	stack_t app_ss;                 /* what sigaltstack reports (signals.c) */
 	bool need_trap;                 /* rewrite mode: this call needs the trap path
 					 * (rewrite.c, dt_trampoline_dispatch: kept per call) */
-	/* a trap's work runs on the signal half of the runtime's stack, moved
-	 * there from the program's alternate stack (stack.c, stack_trap_move;
-	 * intercept.c, trap_moved) */
-	bool trap_moved;
+	/* how many moved traps' work is in use on the signal half of the
+	 * runtime's stack, each at a level of its own (stack.c,
+	 * stack_trap_move; intercept.c, trap_moved) */
+	uint8_t traps_moved;
 	/* Watched, not detached: a thread of a program whose threads are chosen
 	 * by rule (threads.c).  Its calls trap and run on itself, natively, but
 	 * for the few that may choose it. */

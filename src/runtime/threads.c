@@ -521,9 +521,10 @@ void dt_fork_child(const struct sandbox_filter *inherit)
  * uc: the copy of the trap's frame it leaves through (stubs.S,
  * sys_clone_resume), not back through the end of a moved trap, which says
  * that no moved trap's work is in use any more (intercept.c): said here.
- * Left set, a handler's call on the program's alternate stack ran the
- * runtime's work there (it nests in place under a moved trap, stack.c)
- * until main code trapped again: in rewrite mode, maybe never.  NULL: a
+ * Left up, a handler's call on the program's alternate stack moved a
+ * level lower than it needed to (stack.c), and nested ones ran the
+ * runtime's work in place once the levels were used up, until main code
+ * trapped again: in rewrite mode, maybe never.  NULL: a
  * vfork child on a stack of its own, the parent returns the usual way. */
 void dt_vfork_parent_resumed(const void *uc)
 {

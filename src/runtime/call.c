@@ -45,11 +45,8 @@ long proxy_renewed_around(struct dt_thread *t, long nr, const long a[6])
 	 * that runs meanwhile makes its calls natively (dt_self NULL). */
 	sys_call4(SYS_rt_sigprocmask, SIG_BLOCK, &quiet, &mask, 8);
 	proxy_forward(t, DT_CMD_RETIRE, none);
-	/* gone from the thread group once tgkill no longer finds it: the
-	 * kernel unhashes an exiting thread after it left every list the
-	 * single-thread checks look at */
-	while (sys_call3(SYS_tgkill, dt_cfg.pid, old, 0) != -ESRCH)
-		cpu_relax();
+	/* gone from the thread group: the single-thread checks see it */
+	proxy_gone(old);
 	ret = sys_call6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 	/* pthread_create runs libc: its calls must run natively (selector
 	 * ALLOW), not trap nor enter the trampoline's detached path (dt_self

@@ -392,14 +392,35 @@ again:
 	return r;
 }
 
+/* Returns once thread tid of this process is gone: once tgkill no longer
+ * finds it.  The kernel unhashes an exiting thread after it left every
+ * count and list of the thread group (its exit's group bookkeeping,
+ * synchronize_group_exit, is the first thing do_exit does), so the
+ * single-thread checks (unshare) and the choice of the exit status (below)
+ * no longer see it.  Raw calls: the trap. */
+void proxy_gone(pid_t tid)
+{
+	while (tid > 0 && sys_call3(SYS_tgkill, dt_cfg.pid, tid, 0) != -ESRCH)
+		cpu_relax();
+}
+
 /* The thread exits or attaches again: its kernel figures first, then the
- * proxy goes. */
+ * proxy goes, and is gone when this returns.  Its reply to DT_CMD_QUIT
+ * comes before its exit (glibc's thread teardown, then exit(0)), and the
+ * kernel takes the exit status of a process none of whose threads called
+ * exit_group from its last thread to exit (kernel/exit.c,
+ * synchronize_group_exit; seen on 6.18): a detached thread that is its program's last and exits
+ * with SYS_exit (a handler's exit(2)) while its proxy is still on its way
+ * out made the process exit 0, its proxy's status, whenever the proxy was
+ * late (run_call_left_behind beside a loaded machine; run_exit_last holds
+ * the proxy at its exit every time). */
 void proxy_stop(struct dt_thread *t)
 {
 	long none[6] = { 0 };
 
 	proxy_forward(t, DT_CMD_COUNTERS, none);
 	proxy_forward(t, DT_CMD_QUIT, none);
+	proxy_gone(t->proxy_tid);
 }
 
 /* ---- proxy side ---------------------------------------------------------- */

@@ -21,6 +21,7 @@ void proxy_hooks_set(const struct proxy_hooks *h) DT_HIDDEN;
 int proxy_start(struct dt_thread *t) DT_HIDDEN;
 long proxy_forward(struct dt_thread *t, long nr, const long a[6]) DT_HIDDEN;
 void proxy_stop(struct dt_thread *t) DT_HIDDEN;
+void proxy_gone(pid_t tid) DT_HIDDEN;
 void proxy_abandoned(struct dt_thread *t) DT_HIDDEN;
 void proxy_interrupt_taken(ucontext_t *uc) DT_HIDDEN;
 /* A SIGTTIN or SIGTTOU the program handles, taken on a proxy (signals.c) */

@@ -27,9 +27,8 @@ long proxy_renewed_around(struct dt_thread *t, long nr, const long a[6])
 	uint8_t selector = t->selector;
 	int err;
 
-	/* every signal but the faults and the runtime's (kept_open): see below */
-	const uint64_t quiet = ~((1ull << (SIGILL - 1)) | (1ull << (SIGBUS - 1)) | (1ull << (SIGFPE - 1)) |
-				 (1ull << (SIGSEGV - 1)) | kept_open());
+	/* every signal but the faults and the runtime's: see below */
+	const uint64_t quiet = no_proxy_blocked();
 	uint64_t mask;
 
 	if (t->depth > 0 || t->observed)

@@ -25,6 +25,14 @@ static inline uint64_t kept_open(void)
 {
 	return SIGSYS_BIT | (dt_rewrite_on ? SIGTRAP_BIT : 0);
 }
+/* Every signal but the faults and the runtime's own (kept_open): what a
+ * detached thread blocks while it has no proxy (a renewal, call.c; its end,
+ * threads.c), where a handler's forwarded call would wait for nobody. */
+static inline uint64_t no_proxy_blocked(void)
+{
+	return ~((1ull << (SIGILL - 1)) | (1ull << (SIGBUS - 1)) | (1ull << (SIGFPE - 1)) |
+		 (1ull << (SIGSEGV - 1)) | kept_open());
+}
 #define KERNEL_UCONTEXT_SIZE 304   /* struct ucontext of the kernel, x86-64 */
 
 /* One call of a detached thread handled by a function of the table: nr and

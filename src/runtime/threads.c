@@ -11,6 +11,7 @@
  * its own proxy.  dt_detach() and dt_attach() (api.c) do the same on demand.
  */
 #include "runtime/threads.h"
+#include "runtime/call.h"
 #include "runtime/claims.h"
 #include "runtime/config.h"
 #include "runtime/cputime.h"
@@ -376,12 +377,24 @@ static void observe_thread(struct dt_thread *t)
 void thread_end(struct dt_thread *t, enum thread_end how)
 {
 	bool detached = !t->observed;
+	const uint64_t quiet = no_proxy_blocked();
+	uint64_t mask = 0;
 	cpu_set_t mine, taken;
 	int cpu = t->cpu;
 
 	if (how == THREAD_EVICTED && t->depth > 0)
 		return;
 	if (detached) {
+		/* From the proxy's reply to DT_CMD_QUIT until dt_self is NULL
+		 * (or the thread is watched) the thread is detached without a
+		 * proxy, and proxy_stop waits for the proxy's exit: a handler
+		 * of the program's that ran there would wait for nobody with
+		 * its first forwarded call.  Its signals wait, as in a renewal
+		 * (call.c), until the end; for good on an exit, where the
+		 * kernel hands a signal of the process pending on the thread to
+		 * another (exit_signals), and one of the thread's own goes with
+		 * it, as one that comes during its exit natively does. */
+		sys_call4(SYS_rt_sigprocmask, SIG_BLOCK, &quiet, &mask, 8);
 		/* An exit from a handler on top of a forwarded call: the
 		 * proxy's commands would queue behind that call (a read that
 		 * never returns: the exit hung); natively the thread's exit
@@ -417,10 +430,15 @@ void thread_end(struct dt_thread *t, enum thread_end how)
 			mine = dt_hk_mask;
 		sys_call3(SYS_sched_setaffinity, 0, sizeof(mine), &mine);
 		sys_call3(SYS_sched_setattr, 0, &t->app.attr, 0);
+		if (detached)
+			sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &mask, NULL, 8);
 		return;                 /* the CPU is the thread's that took it */
 	}
-	if (detached)
+	if (detached) {
 		release_cpu(cpu);       /* for the next thread a rule chooses */
+		if (how == THREAD_ATTACH)
+			sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &mask, NULL, 8);
+	}
 }
 
 /* ---- threads and children -------------------------------------------------- */

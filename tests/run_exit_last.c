@@ -46,13 +46,10 @@ static int workload(const char *r)
 	struct sigaction sa = { .sa_handler = storm ? ask_ppid : exit_now, .sa_flags = SA_RESTART };
 	struct itimerval it = { { 0, storm ? 1000 : 0 }, { 0, storm ? 1000 : 50000 } };
 	char c;
+	int ready = t_workload_ready();
 
-	if (!t_find_proxy())
-		return 41;
-	printf("%d %d\n", (int)getpid(), (int)t_find_proxy());
-	fflush(stdout);
-	if (read(0, &c, 1) != 1 || c != 'g')
-		return 42;
+	if (ready)
+		return ready;
 	sigaction(SIGALRM, &sa, NULL);
 	setitimer(ITIMER_REAL, &it, NULL);
 	if (storm) {

@@ -30,13 +30,10 @@ static int workload(void)
 	struct sigaction sa = { .sa_handler = on_alarm, .sa_flags = SA_RESTART };
 	struct itimerval it = { { 0, 0 }, { 0, 50000 } };
 	char c;
+	int r = t_workload_ready();
 
-	if (!t_find_proxy())
-		return 41;
-	printf("%d %d\n", (int)getpid(), (int)t_find_proxy());
-	fflush(stdout);
-	if (read(0, &c, 1) != 1 || c != 'g')
-		return 42;
+	if (r)
+		return r;
 	sigaction(SIGALRM, &sa, NULL);
 	setitimer(ITIMER_REAL, &it, NULL);
 	if (read(0, &c, 1) != 1 || c != 'x')

@@ -57,14 +57,11 @@ static int workload(void)
 	ssize_t n;
 	int ur;
 	char c = 0;
+	int r;
 
-	if (!t_find_proxy())
-		return 41;
 	sigaction(SIGUSR1, &sa, NULL);
-	printf("%d %d\n", (int)getpid(), (int)t_find_proxy());
-	fflush(stdout);
-	if (read(0, &c, 1) != 1 || c != 'g')
-		return 42;
+	if ((r = t_workload_ready()))
+		return r;
 	ppid1 = getppid();
 	n = read(0, &c, 1);
 	ppid2 = getppid();

@@ -318,6 +318,23 @@ static inline pid_t t_find_proxy(void)
 	return t_find_thread("detach-proxy");
 }
 
+/* The workload's side of t_spawn_workload: it says its pid and its
+ * proxy's tid on stdout, then waits for "g" on stdin (the test's tracer is
+ * in place).  0, or 41 (not detached) or 42 (no "g"): its exit status. */
+static inline int t_workload_ready(void)
+{
+	pid_t proxy = t_find_proxy();
+	char c;
+
+	if (!proxy)
+		return 41;
+	printf("%d %d\n", (int)getpid(), (int)proxy);
+	fflush(stdout);
+	if (read(0, &c, 1) != 1 || c != 'g')
+		return 42;
+	return 0;
+}
+
 /* The detached thread's tid as the kernel knows it: the thread of this
  * process allowed on exactly the detached CPU. */
 static inline pid_t t_main_tid(void)

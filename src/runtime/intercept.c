@@ -111,12 +111,16 @@ static void trap(struct dt_thread *t, siginfo_t *si, ucontext_t *uc, bool moved)
  * all the same (nothing of ours is in use then) and sets it to 0. */
 static void trap_moved(void *si, void *uc, uintptr_t live)
 {
-	stack_trap_moved(dt_self);
+	/* at a lower level, a trap nested under another's wait: on the way
+	 * back the program's stack keeps what the kernel saved
+	 * (stack_on_return) */
+	bool top = stack_trap_moved(dt_self) == 0;
+
 	stack_trap_arm_below(dt_self, live);
 	/* the program's signals may come (blocked by sigsys_handler; the mask
 	 * they were taken with is the frame's: SIGSYS's action adds none) */
 	sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &((ucontext_t *)uc)->uc_sigmask, NULL, 8);
-	trap(dt_self, si, uc, true);
+	trap(dt_self, si, uc, top);
 	/* dt_self again: a fork child is no detached thread when its fork
 	 * returns here (lifecycle.c), dt_self is NULL then (its calls do not
 	 * trap: nothing moves onto our stack).  The program's signals wait

@@ -120,9 +120,11 @@ void stack_real(const struct dt_thread *t, stack_t *real)
  * (after a sigaltstack, or a handler that siglongjmp'ed away and left the
  * stack disarmed).  To a handler on the program's alternate stack that the
  * program set without SS_AUTODISARM it is that stack as the program set it,
- * flags 0, armed for good, when nothing of ours is in use on it (a moved
- * trap from the handler itself: no other trap's frame lies above the
- * handler's): natively such a stack never disarms, so a handler that
+ * flags 0, armed for good, when nothing of ours is in use on it (moved: a
+ * trap from the handler itself moved to the top level, so no other trap's
+ * frame lies above the handler's; one moved to a lower level interrupted a
+ * handler there, whose frame a signal taken on our stack would overwrite
+ * at the top of a stack armed whole): natively such a stack never disarms, so a handler that
  * leaves by siglongjmp (a JIT's SIGSEGV handler, CPython's faulthandler,
  * LTP) leaves it armed, and the next signal runs on it; the return never
  * reaches us to re-arm it, and with every site rewritten no later call may
@@ -199,10 +201,13 @@ static unsigned trap_level(const struct dt_thread *t, uintptr_t a)
 
 /* A moved trap's work begins (its caller runs on the level stack_trap_move
  * gave it, or on the top one: sigsys_moved): its level and those above it
- * are in use. */
-void stack_trap_moved(struct dt_thread *t)
+ * are in use.  Returns its level. */
+unsigned stack_trap_moved(struct dt_thread *t)
 {
-	t->traps_moved = (uint8_t)(trap_level(t, (uintptr_t)__builtin_frame_address(0)) + 1);
+	unsigned level = trap_level(t, (uintptr_t)__builtin_frame_address(0));
+
+	t->traps_moved = (uint8_t)(level + 1);
+	return level;
 }
 
 /* every signal but SIGILL, SIGTRAP, SIGBUS, SIGFPE, SIGSEGV, SIGSYS (bits

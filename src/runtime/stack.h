@@ -29,7 +29,7 @@ void stack_on_return(const struct dt_thread *t, ucontext_t *uc, bool moved) DT_H
 uintptr_t stack_trap_move(struct dt_thread *t, const ucontext_t *uc) DT_HIDDEN;
 bool stack_on_program_altstack(const struct dt_thread *t) DT_HIDDEN;
 void stack_trap_leaves(struct dt_thread *t, uintptr_t sp) DT_HIDDEN;
-void stack_trap_moved(struct dt_thread *t) DT_HIDDEN;
+unsigned stack_trap_moved(struct dt_thread *t) DT_HIDDEN;
 /* The program's signals blocked while a moved trap's frame or its way back
  * is in use and a trap could move onto it: from the entry until the frame
  * is copied (intercept_entry.S), from the end of the trap until its

@@ -193,10 +193,13 @@ uintptr_t stack_trap_move(struct dt_thread *t, const ucontext_t *uc)
 	return t->stack_lo + STACK_SIGNAL_SIZE - (uintptr_t)t->traps_moved * STACK_TRAP_LEVEL_SIZE;
 }
 
-/* The level (0: the top one) that our stack's address a lies in. */
+/* The level (0: the top one) that our stack's address a lies in; 0 in the
+ * trampoline's half, above the levels (no trap's work runs there). */
 static unsigned trap_level(const struct dt_thread *t, uintptr_t a)
 {
-	return (unsigned)((t->stack_lo + STACK_SIGNAL_SIZE - 1 - a) / STACK_TRAP_LEVEL_SIZE);
+	uintptr_t top = t->stack_lo + STACK_SIGNAL_SIZE;
+
+	return a >= top ? 0 : (unsigned)((top - 1 - a) / STACK_TRAP_LEVEL_SIZE);
 }
 
 /* A moved trap's work begins (its caller runs on the level stack_trap_move

@@ -9,6 +9,8 @@
 #                        isolate tests' lock, the machine not isolated; and
 #                        `detach isolate --undo` at exit)
 #   t_check WHAT WANT CMD...          CMD exits WANT
+#   t_watched SECS CMD...  CMD's exit status, or 124 after SECS with a hang
+#                        report of its processes (state, wait channel, call)
 #   t_refused [--note] WHAT WANT PATTERN CMD...
 #                        CMD exits WANT with one "detach: error:" line on
 #                        stderr matching PATTERN (and a NOTE line)
@@ -48,6 +50,32 @@ t_need_root() { [ "$(id -u)" -eq 0 ] || t_skip "needs root"; }
 t_need_fuse() {
 	{ : <>/dev/fuse; } 2>/dev/null ||
 		t_skip "no usable /dev/fuse (modprobe fuse; in a container: --device /dev/fuse)"
+}
+
+# t_watched SECS CMD...: runs CMD; past SECS, prints what each thread of
+# CMD's processes is doing (/proc: state, wait channel, the system call it
+# is in) and `detach ps`, kills them, and returns 124.  A test whose command
+# hangs says where, instead of vanishing in the runner's time limit.
+t_watched() {
+	local secs=$1 pid i tids t; shift
+	setsid "$@" & pid=$!
+	for ((i = 0; i < secs * 10; i++)); do
+		kill -0 "$pid" 2>/dev/null || { wait "$pid"; return; }
+		sleep 0.1
+	done
+	echo "hang report: $* still running after ${secs}s"
+	for p in $(ps -o pid= -s "$pid"); do
+		for t in /proc/"$p"/task/*; do
+			tids=${t##*/}
+			printf '  %s/%s %s state=%s wchan=%s syscall=%s\n' "$p" "$tids" "$(cat "$t/comm" 2>/dev/null)" \
+				"$(awk '{ print $3 }' "$t/stat" 2>/dev/null)" "$(cat "$t/wchan" 2>/dev/null)" \
+				"$(cut -d' ' -f1 "$t/syscall" 2>/dev/null)"
+		done
+	done
+	"$DETACH" ps 2>&1 | sed 's/^/  /'
+	kill -KILL -- -"$pid" 2>/dev/null
+	wait "$pid"
+	return 124
 }
 
 # t_check WHAT WANT CMD...: CMD's exit status is WANT (its output shown if not).

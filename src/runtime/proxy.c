@@ -179,14 +179,96 @@ static void wait_overtaken(const struct dt_thread *t, uint64_t seq)
 	       "results can no longer be trusted", (unsigned long)seq, (unsigned long)t->mb.done_seq, t->depth);
 }
 
+/* The calls whose interruption by a handled signal ends them with EINTR
+ * whatever SA_RESTART says (signal(7); the kernel's -ERESTARTNOHAND,
+ * -ERESTART_RESTARTBLOCK or a plain -EINTR). */
+static bool never_restarted(long nr)
+{
+	switch (nr) {
+	case SYS_poll: case SYS_ppoll: case SYS_select: case SYS_pselect6:
+	case SYS_epoll_wait: case SYS_epoll_pwait: case SYS_epoll_pwait2:
+	case SYS_nanosleep: case SYS_clock_nanosleep: case SYS_pause:
+	case SYS_rt_sigsuspend: case SYS_rt_sigtimedwait:
+	case SYS_io_getevents: case SYS_io_pgetevents:
+	case SYS_msgrcv: case SYS_msgsnd: case SYS_semop: case SYS_semtimedop:
+		return true;
+	}
+	return false;
+}
+
+/* The signal number of a handler of the program's that returned into a
+ * wait_reply on a thread that is not t's (dt_self NULL: stubs.S,
+ * dt_app_restorer): a fork child made by that handler; 0: none. */
+__thread volatile uint32_t dt_orphan_intr;
+
+/* wait_reply on a thread that is not t's: a fork child made by a handler
+ * of the program's that ran on top of the wait (or in proxy_forward before
+ * it), returned from that handler into its own copy of the wait.  No proxy
+ * answers that copy: it waited for ever, at 100% CPU.  Natively the child
+ * resumes the interrupted call as the parent does: entered again after a
+ * handler with SA_RESTART, ended with EINTR after one without (or after
+ * any, for a call that is never restarted, and for a masked wait); a call
+ * no handler interrupted (the fork came before the call was published) is
+ * made.  So the child decides it as the kernel would have, and makes the
+ * call itself: it is no detached thread (lifecycle.c, dt_fork_child), its
+ * calls run natively.  The first handler decides (thread.h, intr_first):
+ * the copy's own mark (an earlier handler the parent's wait had not looked
+ * at yet), else the forking handler's (dt_orphan_intr; or the new detached
+ * thread's mark, when the `fork` rule detached the child in its fork
+ * handlers); a wish the parent's wait already sent (mb.intr: EINTR, or a
+ * masked wait's CANCEL) had ended the call.  What the parent's proxy left
+ * in the copy is the parent's (a raised signal, a held terminal signal): cleared,
+ * so that proxy_forward's way out sends nothing to the parent's thread. */
+__attribute__((noinline, cold))
+static long wait_orphaned(struct dt_thread *t)
+{
+	struct dt_thread *now = dt_self;
+	uint32_t signo = __atomic_exchange_n(&t->intr_first, 0, __ATOMIC_RELAXED);
+	uint32_t forker = __atomic_exchange_n(&dt_orphan_intr, 0, __ATOMIC_RELAXED);
+	uint8_t wish = t->mb.intr;
+	long nr = t->mb.nr, *a = t->mb.args;
+	struct ksigaction ka = { 0 };
+
+	if (!forker && now)
+		forker = __atomic_exchange_n(&now->intr_first, 0, __ATOMIC_RELAXED);
+	if (!signo)
+		signo = forker;
+	t->mb.intr = INTR_NONE;
+	t->mb.raised = 0;
+	t->tty_held = 0;
+	if (nr < 0)                     /* a command of the runtime's: the parent's */
+		return 0;
+	if (wish == INTR_EINTR || wish == INTR_CANCEL)
+		return -EINTR;
+	if (signo) {
+		if (never_restarted(nr) || masked_wait_since(t, nr))
+			return -EINTR;
+		sys_call4(SYS_rt_sigaction, signo, NULL, &ka, 8);
+		if (!(ka.flags & SA_RESTART))
+			return -EINTR;
+	}
+	return sys_call6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+
 __attribute__((noinline, section("detach_wait")))
 static long wait_reply(struct dt_thread *t, uint64_t seq, uint64_t *off)
 {
 	uint64_t c = rdtsc(), prev, late = 0;
 	/* a masked wait's (waits.c): any handler since its mask cancels it */
 	uint64_t masked = masked_wait_since(t, t->mb.nr);
+	/* dt_self's address, once: the loop reads it with one load (volatile:
+	 * a handler that runs on top of the loop, a fork's, changes it) */
+	struct dt_thread *volatile *self = (struct dt_thread *volatile *)&dt_self;
+
+	/* an address the compiler no longer knows for dt_self's: it would
+	 * fold it back into a GOT load of the offset at every turn */
+	__asm__("" : "+r"(self));
 
 	while (observe(&t->mb.done_seq) != seq || t->mb.intr_ack != t->mb.intr_sent) {
+		/* a fork child's copy of the wait (wait_orphaned): one load
+		 * and a compare */
+		if (__builtin_expect(*self != t, 0))
+			return wait_orphaned(t);
 		if ((int64_t)(observe(&t->mb.done_seq) - seq) > 0)
 			wait_overtaken(t, seq);
 		/* ppoll, pselect6 and epoll_pwait end with EINTR whatever
@@ -715,5 +797,6 @@ int proxy_start(struct dt_thread *t)
 		return -err;
 	while (!__atomic_load_n(&t->proxy_tid, __ATOMIC_ACQUIRE))
 		cpu_relax();
+	t->proxyless = false;           /* its calls may go to the proxy again */
 	return 0;
 }

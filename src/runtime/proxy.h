@@ -33,6 +33,9 @@ extern uintptr_t dt_tty_entry DT_HIDDEN;
  * with EINTR as the handler's SA_RESTART says (proxy_forward) */
 #define PROXY_ERESTART 512
 extern __thread bool dt_is_proxy DT_HIDDEN;
+/* Set by dt_app_restorer (stubs.S) on a thread that is not detached, where
+ * a handler returns into a wait for a proxy: a fork child's (proxy.c) */
+extern __thread volatile uint32_t dt_orphan_intr DT_HIDDEN;
 /* Of TTY_SIGNALS, those whose action is a handler of the program's
  * (signals.c keeps it): the proxies open them only during a call (proxy.c). */
 extern _Atomic uint64_t dt_tty_handled DT_HIDDEN;

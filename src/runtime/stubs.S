@@ -77,8 +77,11 @@ sys_sigreturn_restorer:
  *                    only where no earlier handler's is (thread.h);
  *   tty_blocked      the SIGTTIN and SIGTTOU bits of the mask the return
  *                    restores, which the proxy follows (proxy.c).
+ * On a thread not detached (dt_self NULL) only the mark is kept, in
+ * dt_orphan_intr, where a fork child made by a handler on top of a wait
+ * finds it (proxy.c, wait_orphaned).
  * Every register is free here: rt_sigreturn reloads them all from the
- * frame (rax, rcx and rdx are used).
+ * frame (rax, rcx, rdx and r8 are used).
  * Unwinders (libgcc's, gdb's, glibc's backtrace in a handler) know a
  * signal frame by glibc's CFI for __restore_rt or by its bytes: this has
  * the same CFI (a signal frame, each register at its slot of the
@@ -116,7 +119,7 @@ dt_app_restorer:
 	movq dt_self@gottpoff(%rip), %rax
 	movq %fs:(%rax), %rax           /* t; NULL: a thread not detached */
 	testq %rax, %rax
-	jz 1f
+	jz 3f
 	incl T_HANDLER_RETURNS(%rax)
 	/* the mask this return restores is the thread's from now on: its
 	 * proxy blocks SIGTTIN and SIGTTOU as it does (signals.c,
@@ -126,7 +129,8 @@ dt_app_restorer:
 	cmpq %rcx, T_TTY_BLOCKED(%rax)
 	je 2f
 	movq %rcx, T_TTY_BLOCKED(%rax)
-2:	movq UC_RIP(%rsp), %rcx
+2:	leaq T_INTR_FIRST(%rax), %r8    /* where the mark goes */
+4:	movq UC_RIP(%rsp), %rcx
 	leaq __start_detach_wait(%rip), %rdx
 	cmpq %rdx, %rcx
 	jb 1f
@@ -137,15 +141,23 @@ dt_app_restorer:
 	leal -1(%rcx), %edx
 	cmpl $63, %edx                  /* 1..64, or the action had no SA_SIGINFO */
 	ja 1f
-	movq %rax, %rdx                 /* t */
 	xorl %eax, %eax                 /* stored only over 0: the first decides */
 	/* one instruction, without lock: no handler of this thread can run
 	 * between its compare and its store, and no other thread writes the
 	 * field */
-	cmpxchgl %ecx, T_INTR_FIRST(%rdx)
+	cmpxchgl %ecx, (%r8)
 1:	movl $NR_rt_sigreturn, %eax
 	syscall
 	ud2
+	/* Not detached, returning into a wait for a proxy all the same: a
+	 * fork child made by this handler (or by one nested in it), in its
+	 * copy of the wait, which no proxy answers; the mark, in
+	 * dt_orphan_intr, tells it how the call goes on (proxy.c,
+	 * wait_orphaned).  %fs:0 is the thread pointer (the TCB's pointer to
+	 * itself, x86-64 TLS ABI). */
+3:	movq %fs:0, %r8
+	addq dt_orphan_intr@gottpoff(%rip), %r8
+	jmp 4b
 	.cfi_endproc
 	.size dt_app_restorer, .-dt_app_restorer
 	.hidden __start_detach_wait

@@ -27,11 +27,11 @@ long proxy_renewed_around(struct dt_thread *t, long nr, const long a[6])
 	uint8_t selector = t->selector;
 	int err;
 
-	/* every signal but the faults and the runtime's: see below */
+	/* every signal but the faults, the runtime's and glibc's: see below */
 	const uint64_t quiet = no_proxy_blocked();
 	uint64_t mask;
 
-	if (t->depth > 0 || t->observed)
+	if (calls_stay(t))
 		return local_call(t, nr, a);
 	count(t, nr, &t->stats->local);
 	/* From the retirement until dt_self is NULL below the thread has no
@@ -41,7 +41,11 @@ long proxy_renewed_around(struct dt_thread *t, long nr, const long a[6])
 	 * one that comes during it natively is at its return.  Open again
 	 * before the new proxy is made: it takes its record of SIGTTIN and
 	 * SIGTTOU from the mask it is born with (proxy_main), and a handler
-	 * that runs meanwhile makes its calls natively (dt_self NULL). */
+	 * that runs meanwhile makes its calls natively (dt_self NULL).
+	 * glibc's SIGSETXID and SIGCANCEL stay open (no_proxy_blocked says
+	 * why): their handlers' calls run here (proxyless, until proxy_start
+	 * clears it; at depth 1 in the retirement's wait they do anyway). */
+	t->proxyless = true;
 	sys_call4(SYS_rt_sigprocmask, SIG_BLOCK, &quiet, &mask, 8);
 	proxy_forward(t, DT_CMD_RETIRE, none);
 	/* gone from the thread group: the single-thread checks see it */

@@ -25,13 +25,28 @@ static inline uint64_t kept_open(void)
 {
 	return SIGSYS_BIT | (dt_rewrite_on ? SIGTRAP_BIT : 0);
 }
-/* Every signal but the faults and the runtime's own (kept_open): what a
- * detached thread blocks while it has no proxy (a renewal, call.c; its end,
- * threads.c), where a handler's forwarded call would wait for nobody. */
+/* glibc's internal signals (__SIGRTMIN and __SIGRTMIN + 1): pthread_cancel's
+ * and the one by which set*id() reaches every thread of the process */
+#define GLIBC_SIGCANCEL 32
+#define GLIBC_SIGSETXID 33
+/* Every signal but the faults, the runtime's own (kept_open) and glibc's
+ * two: what a detached thread blocks while it has no proxy (a renewal,
+ * call.c; its end, threads.c), where a handler's call runs on the thread
+ * (t->proxyless: calls_stay) and, natively, would have come after the
+ * renewal's call, or not at all after the exit.  glibc's two stay open:
+ * a setuid() made by another thread meanwhile holds glibc's lock of the
+ * thread stacks while it waits for every thread's SIGSETXID handler, and
+ * the retired proxy needs that lock to end (its stack goes back to the
+ * cache); with SIGSETXID blocked here the setuid waited for this thread,
+ * the proxy for the setuid, and this thread for the proxy's end, for
+ * ever.  Their handlers' calls (the setuid itself, a futex wake) run here,
+ * and the new proxy, made from this thread after them, inherits the new
+ * credentials. */
 static inline uint64_t no_proxy_blocked(void)
 {
 	return ~((1ull << (SIGILL - 1)) | (1ull << (SIGBUS - 1)) | (1ull << (SIGFPE - 1)) |
-		 (1ull << (SIGSEGV - 1)) | kept_open());
+		 (1ull << (SIGSEGV - 1)) | (1ull << (GLIBC_SIGCANCEL - 1)) | (1ull << (GLIBC_SIGSETXID - 1)) |
+		 kept_open());
 }
 #define KERNEL_UCONTEXT_SIZE 304   /* struct ucontext of the kernel, x86-64 */
 
@@ -98,13 +113,22 @@ static inline __attribute__((always_inline)) void forget_abandoned(struct dt_thr
 		proxy_abandoned(t);
 }
 
+/* Whether t's calls run on t itself rather than on its proxy: a call made
+ * by a signal handler while the proxy is busy with the call that handler
+ * interrupted (the proxy cannot take it, this thread can); a watched thread
+ * (threads.c), which has no proxy; a detached thread between two proxies
+ * or at its end (proxyless: a handler of glibc's SIGSETXID or SIGCANCEL,
+ * call.h, no_proxy_blocked).  Every place that chooses whether to forward
+ * asks this. */
+static inline bool calls_stay(const struct dt_thread *t)
+{
+	return t->depth > 0 || t->observed || t->proxyless;
+}
+
 static inline long forward(struct dt_thread *t, long nr, const long a[6])
 {
-	/* A call made by a signal handler while our proxy is busy with the call
-	 * that handler interrupted: the proxy cannot take it, this thread can.
-	 * A watched thread (threads.c) has no proxy: its calls are its own. */
 	forget_abandoned(t);
-	if (t->depth > 0 || t->observed)
+	if (calls_stay(t))
 		return local_call(t, nr, a);
 	count(t, nr, &t->stats->forwarded);
 	return proxy_forward(t, nr, a);

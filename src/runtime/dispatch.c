@@ -273,7 +273,7 @@ long dt_dispatch(struct dt_thread *t, long nr, long a[6], uintptr_t ip, ucontext
 			t->persona = (uint32_t)a[0];    /* the waits served here honour it */
 		/* The proxy follows; it may already have (glibc's SIGSETXID broadcast
 		 * reaches it too), so its answer is not the program's. */
-		if (ret >= 0 && t->depth == 0 && !t->observed)
+		if (ret >= 0 && !calls_stay(t))
 			proxy_forward(t, nr, a);
 		return ret;
 	}

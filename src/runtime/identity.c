@@ -43,7 +43,7 @@ long do_prctl(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	case PR_SET_KEEPCAPS:
 	case PR_SET_SECUREBITS:
 		/* per-thread credentials: the proxy must follow */
-		if (ret >= 0 && t->depth == 0 && !t->observed)
+		if (ret >= 0 && !calls_stay(t))
 			proxy_forward(t, nr, a);
 	}
 	return ret;
@@ -86,7 +86,7 @@ long do_capset(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	long b[6], ret = local_call(t, nr, a);
 
 	(void)uc;
-	if (ret < 0 || !h || t->depth > 0 || t->observed || copy_from_user(&hdr, h, sizeof(hdr)))
+	if (ret < 0 || !h || calls_stay(t) || copy_from_user(&hdr, h, sizeof(hdr)))
 		return ret;
 	hdr.pid = 0;
 	memcpy(b, a, sizeof(b));

@@ -39,7 +39,7 @@ long do_exit_group(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	if (t->observed) {
 		t->selector = 0;        /* libc may run here: let its calls through */
 		stats_finish();
-	} else if (t->depth == 0) {
+	} else if (!calls_stay(t)) {
 		proxy_forward(t, DT_CMD_STATS, none);
 	}
 	return local_call(t, nr, a);

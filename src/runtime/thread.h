@@ -93,6 +93,13 @@ struct dt_thread {
 	 * by rule (threads.c).  Its calls trap and run on itself, natively, but
 	 * for the few that may choose it. */
 	bool observed;
+	/* Detached, but without a proxy to take its calls: from a renewal's
+	 * retirement of the old one until the new one runs (call.c,
+	 * proxy_renewed_around), and from its end's first command to the
+	 * proxy on (threads.c, thread_end); proxy_start clears it.  Its calls
+	 * then run on itself (call.h, calls_stay): only glibc's SIGSETXID and
+	 * SIGCANCEL handlers can make any (call.h, no_proxy_blocked). */
+	bool proxyless;
 	volatile bool evicted;          /* another thread took its CPU (threads.c) */
 	int pending_cpu;                /* >= 0: detach on this CPU at the next trap */
 	uintptr_t locked_lo, locked_hi; /* its stack range memlock.c locked */

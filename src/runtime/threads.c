@@ -393,7 +393,11 @@ void thread_end(struct dt_thread *t, enum thread_end how)
 		 * (call.c), until the end; for good on an exit, where the
 		 * kernel hands a signal of the process pending on the thread to
 		 * another (exit_signals), and one of the thread's own goes with
-		 * it, as one that comes during its exit natively does. */
+		 * it, as one that comes during its exit natively does.  But
+		 * glibc's SIGSETXID and SIGCANCEL (no_proxy_blocked says why):
+		 * their handlers' calls run on the thread (proxyless) from
+		 * here on. */
+		t->proxyless = true;
 		sys_call4(SYS_rt_sigprocmask, SIG_BLOCK, &quiet, &mask, 8);
 		/* An exit from a handler on top of a forwarded call: the
 		 * proxy's commands would queue behind that call (a read that

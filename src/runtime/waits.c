@@ -91,7 +91,7 @@ static long masked_wait(struct dt_thread *t, long nr, long *a)
 		}
 		return local_call(t, nr, b);
 	}
-	if (!sleep && (!mask || t->depth > 0 || t->observed))
+	if (!sleep && (!mask || calls_stay(t)))
 		return forward(t, nr, a);
 	if (sleep) {
 		count(t, nr, &t->stats->emulated);

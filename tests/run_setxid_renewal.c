@@ -1,0 +1,121 @@
+/* Description: a set*id() made by another thread while the detached thread
+ * renews its proxy does not hang the program.  glibc's setuid() holds its
+ * lock of the thread stacks while every thread answers its SIGSETXID; the
+ * retired proxy needs that lock to end, and the detached thread waits for
+ * the proxy's end with its signals blocked: with SIGSETXID among them the
+ * three waited for each other for ever.  Run as its own program, natively
+ * and then under `detach run`, within a time limit: the detached thread
+ * loops unshare(CLONE_FS) (a new proxy each time) while a second thread
+ * loops setuid(getuid()) (a no-op that still reaches every thread) for
+ * 3 s; both must end, and every setuid succeed.
+ * Timeout: 120 */
+#include "helpers/t_detach.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#define LIMIT_S 20
+#define STORM_S 3
+
+static atomic_bool done;
+static atomic_long setuids, setuid_failed;
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void *set_ids(void *arg)
+{
+	double end = now_s() + STORM_S;
+
+	(void)arg;
+	while (now_s() < end) {
+		if (setuid(getuid()))
+			atomic_fetch_add(&setuid_failed, 1);
+		atomic_fetch_add(&setuids, 1);
+	}
+	atomic_store(&done, true);
+	return NULL;
+}
+
+static int storm(void)
+{
+	pthread_t th;
+	long renewals = 0;
+
+	if (getenv("T_DETACHED") && !t_find_proxy())
+		return 10;                      /* under detach run, but not detached */
+	if (pthread_create(&th, NULL, set_ids, NULL))
+		return 20;
+	while (!atomic_load(&done)) {
+		if (unshare(CLONE_FS))
+			return 21;
+		renewals++;
+	}
+	pthread_join(th, NULL);
+	printf("%ld renewals, %ld setuid calls (%ld failed)\n", renewals, atomic_load(&setuids),
+	       atomic_load(&setuid_failed));
+	return atomic_load(&setuid_failed) ? 22 : 0;
+}
+
+/* Runs this test's storm, natively or detached, killed after LIMIT_S: its
+ * exit status, or 128 + the signal that ended it; -2: it hung. */
+static int run_storm(bool detached)
+{
+	char self[4096], *args[64];
+	int st = 0;
+	ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	if (len <= 0)
+		return -1;
+	self[len] = '\0';
+	if (detached)
+		t_detach_argv(args, NULL, NULL, self, "storm");
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		if (detached) {
+			setenv("T_DETACHED", "1", 1);
+			execv(args[0], args);
+		} else {
+			execl(self, self, "storm", (char *)NULL);
+		}
+		_exit(127);
+	}
+	for (int i = 0; i < LIMIT_S * 100 && waitpid(pid, &st, WNOHANG) == 0; i++)
+		usleep(10000);
+	if (waitpid(pid, &st, WNOHANG) == 0) {
+		fprintf(stderr, "storm %s: still running after %d s\n", detached ? "detached" : "natively", LIMIT_S);
+		t_print_threads(pid);
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		if (detached)
+			t_reap_registry();
+		return -2;
+	}
+	return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
+}
+
+int main(int argc, char **argv)
+{
+	int n, d;
+
+	if (argc == 2 && !strcmp(argv[1], "storm"))
+		return storm();
+	if (!getenv("DETACH_BIN"))
+		t_skip("DETACH_BIN is not set: run through tests/run.sh");
+	n = run_storm(false);
+	if (n != 0) {
+		t_check(false, "natively: status %d, expected 0", n);
+		return t_done();
+	}
+	d = run_storm(true);
+	printf("storm natively %d, detached %d\n", n, d);
+	t_check(d == n, "detached: status %d, natively %d", d, n);
+	return t_done();
+}

@@ -54,8 +54,12 @@ t_need_fuse() {
 
 # t_watched SECS CMD...: runs CMD; past SECS, prints what each thread of
 # CMD's processes is doing (/proc: state, wait channel, the system call it
-# is in) and `detach ps`, kills them, and returns 124.  A test whose command
-# hangs says where, instead of vanishing in the runner's time limit.
+# is in, its user and system CPU time in ticks, its kernel stack) and
+# `detach ps`, kills them, and returns 124.  A test whose command hangs says
+# where, instead of vanishing in the runner's time limit.  The system call
+# is read with a limit: for a thread that runs on in the kernel, reading
+# /proc/TID/syscall waits until it stops running (wait_task_inactive), and
+# the report itself hung.
 t_watched() {
 	local secs=$1 pid i tids t; shift
 	setsid "$@" & pid=$!
@@ -67,9 +71,11 @@ t_watched() {
 	for p in $(ps -o pid= -s "$pid"); do
 		for t in /proc/"$p"/task/*; do
 			tids=${t##*/}
-			printf '  %s/%s %s state=%s wchan=%s syscall=%s\n' "$p" "$tids" "$(cat "$t/comm" 2>/dev/null)" \
-				"$(awk '{ print $3 }' "$t/stat" 2>/dev/null)" "$(cat "$t/wchan" 2>/dev/null)" \
-				"$(cut -d' ' -f1 "$t/syscall" 2>/dev/null)"
+			printf '  %s/%s %s state=%s wchan=%s syscall=%s utime=%s stime=%s\n' "$p" "$tids" \
+				"$(cat "$t/comm" 2>/dev/null)" "$(awk '{ print $3 }' "$t/stat" 2>/dev/null)" \
+				"$(cat "$t/wchan" 2>/dev/null)" "$(timeout 1 cut -d' ' -f1 "$t/syscall" 2>/dev/null || echo '?')" \
+				"$(awk '{ print $14 }' "$t/stat" 2>/dev/null)" "$(awk '{ print $15 }' "$t/stat" 2>/dev/null)"
+			sed 's/^/      /' "$t/stack" 2>/dev/null
 		done
 	done
 	"$DETACH" ps 2>&1 | sed 's/^/  /'

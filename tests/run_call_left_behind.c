@@ -135,45 +135,6 @@ static int role(const char *r)
 	return 11;
 }
 
-/* Runs this test as r, natively or detached, killed after LIMIT_S: its
- * exit status, or 128 + the signal that ended it. */
-static int run_role(const char *r, bool detached)
-{
-	char self[4096], *args[64];
-	int st = 0;
-	ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-
-	if (len <= 0)
-		return -1;
-	self[len] = '\0';
-	if (detached)
-		t_detach_argv(args, NULL, NULL, self, r);
-	fflush(NULL);
-	pid_t pid = fork();
-	if (pid == 0) {
-		setenv("T_ROLE", r, 1);
-		if (detached) {
-			setenv("T_DETACHED", "1", 1);
-			execv(args[0], args);
-		} else {
-			execl(self, self, r, (char *)NULL);
-		}
-		_exit(127);
-	}
-	for (int i = 0; i < LIMIT_S * 100 && waitpid(pid, &st, WNOHANG) == 0; i++)
-		usleep(10000);
-	if (waitpid(pid, &st, WNOHANG) == 0) {
-		fprintf(stderr, "%s %s: still running after %d s\n", r, detached ? "detached" : "natively", LIMIT_S);
-		t_print_threads(pid);
-		kill(pid, SIGKILL);
-		waitpid(pid, &st, 0);
-		if (detached)
-			t_reap_registry();
-		return -2;
-	}
-	return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
-}
-
 int main(int argc, char **argv)
 {
 	static const char *const roles[] = { "longjmp-unshare", "exit-in-handler", "renew-storm" };
@@ -184,12 +145,12 @@ int main(int argc, char **argv)
 	if (!getenv("DETACH_BIN"))
 		t_skip("DETACH_BIN is not set: run through tests/run.sh");
 	for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++) {
-		int n = run_role(roles[i], false), d;
+		int n = t_run_role(roles[i], false, LIMIT_S), d;
 		if (n != native_status[i]) {
 			t_check(false, "%s natively: status %d, expected %d", roles[i], n, native_status[i]);
 			continue;
 		}
-		d = run_role(roles[i], true);
+		d = t_run_role(roles[i], true, LIMIT_S);
 		printf("%-16s natively %d, detached %d\n", roles[i], n, d);
 		t_check(d == n, "%s detached: status %d, natively %d", roles[i], d, n);
 	}

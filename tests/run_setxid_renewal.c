@@ -63,44 +63,6 @@ static int storm(void)
 	return atomic_load(&setuid_failed) ? 22 : 0;
 }
 
-/* Runs this test's storm, natively or detached, killed after LIMIT_S: its
- * exit status, or 128 + the signal that ended it; -2: it hung. */
-static int run_storm(bool detached)
-{
-	char self[4096], *args[64];
-	int st = 0;
-	ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-
-	if (len <= 0)
-		return -1;
-	self[len] = '\0';
-	if (detached)
-		t_detach_argv(args, NULL, NULL, self, "storm");
-	fflush(NULL);
-	pid_t pid = fork();
-	if (pid == 0) {
-		if (detached) {
-			setenv("T_DETACHED", "1", 1);
-			execv(args[0], args);
-		} else {
-			execl(self, self, "storm", (char *)NULL);
-		}
-		_exit(127);
-	}
-	for (int i = 0; i < LIMIT_S * 100 && waitpid(pid, &st, WNOHANG) == 0; i++)
-		usleep(10000);
-	if (waitpid(pid, &st, WNOHANG) == 0) {
-		fprintf(stderr, "storm %s: still running after %d s\n", detached ? "detached" : "natively", LIMIT_S);
-		t_print_threads(pid);
-		kill(pid, SIGKILL);
-		waitpid(pid, &st, 0);
-		if (detached)
-			t_reap_registry();
-		return -2;
-	}
-	return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
-}
-
 int main(int argc, char **argv)
 {
 	int n, d;
@@ -109,12 +71,12 @@ int main(int argc, char **argv)
 		return storm();
 	if (!getenv("DETACH_BIN"))
 		t_skip("DETACH_BIN is not set: run through tests/run.sh");
-	n = run_storm(false);
+	n = t_run_role("storm", false, LIMIT_S);
 	if (n != 0) {
 		t_check(false, "natively: status %d, expected 0", n);
 		return t_done();
 	}
-	d = run_storm(true);
+	d = t_run_role("storm", true, LIMIT_S);
 	printf("storm natively %d, detached %d\n", n, d);
 	t_check(d == n, "detached: status %d, natively %d", d, n);
 	return t_done();

@@ -462,4 +462,46 @@ static inline void t_reap_registry(void)
 		fprintf(stderr, "%s ps failed\n", bin);
 }
 
+/* Runs this test's program again as `self ROLE` (T_ROLE=ROLE in its
+ * environment), natively or under `detach run` (T_DETACHED=1), killed
+ * after limit_s: its exit status, or 128 + the signal that ended it; -1: no
+ * /proc/self/exe; -2: it hung (its threads printed, its registry file
+ * reaped). */
+static inline int t_run_role(const char *role, bool detached, int limit_s)
+{
+	char self[4096], *args[64];
+	int st = 0;
+	ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	if (len <= 0)
+		return -1;
+	self[len] = '\0';
+	if (detached)
+		t_detach_argv(args, NULL, NULL, self, role);
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		setenv("T_ROLE", role, 1);
+		if (detached) {
+			setenv("T_DETACHED", "1", 1);
+			execv(args[0], args);
+		} else {
+			execl(self, self, role, (char *)NULL);
+		}
+		_exit(127);
+	}
+	for (int i = 0; i < limit_s * 100 && waitpid(pid, &st, WNOHANG) == 0; i++)
+		usleep(10000);
+	if (waitpid(pid, &st, WNOHANG) == 0) {
+		fprintf(stderr, "%s %s: still running after %d s\n", role, detached ? "detached" : "natively", limit_s);
+		t_print_threads(pid);
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		if (detached)
+			t_reap_registry();
+		return -2;
+	}
+	return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
+}
+
 #endif

@@ -144,15 +144,7 @@ int main(int argc, char **argv)
 		return role(argv[1]);
 	if (!getenv("DETACH_BIN"))
 		t_skip("DETACH_BIN is not set: run through tests/run.sh");
-	for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++) {
-		int n = t_run_role(roles[i], false, LIMIT_S), d;
-		if (n != native_status[i]) {
-			t_check(false, "%s natively: status %d, expected %d", roles[i], n, native_status[i]);
-			continue;
-		}
-		d = t_run_role(roles[i], true, LIMIT_S);
-		printf("%-16s natively %d, detached %d\n", roles[i], n, d);
-		t_check(d == n, "%s detached: status %d, natively %d", roles[i], d, n);
-	}
+	for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++)
+		t_role_same(roles[i], native_status[i], LIMIT_S);
 	return t_done();
 }

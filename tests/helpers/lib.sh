@@ -61,7 +61,7 @@ t_need_fuse() {
 # /proc/TID/syscall waits until it stops running (wait_task_inactive), and
 # the report itself hung.
 t_watched() {
-	local secs=$1 pid i tids t; shift
+	local secs=$1 pid i tids t state utime stime; shift
 	setsid "$@" & pid=$!
 	for ((i = 0; i < secs * 10; i++)); do
 		kill -0 "$pid" 2>/dev/null || { wait "$pid"; return; }
@@ -71,10 +71,11 @@ t_watched() {
 	for p in $(ps -o pid= -s "$pid"); do
 		for t in /proc/"$p"/task/*; do
 			tids=${t##*/}
+			# state, utime, stime: one read of stat
+			read -r state utime stime < <(awk '{ print $3, $14, $15 }' "$t/stat" 2>/dev/null)
 			printf '  %s/%s %s state=%s wchan=%s syscall=%s utime=%s stime=%s\n' "$p" "$tids" \
-				"$(cat "$t/comm" 2>/dev/null)" "$(awk '{ print $3 }' "$t/stat" 2>/dev/null)" \
-				"$(cat "$t/wchan" 2>/dev/null)" "$(timeout 1 cut -d' ' -f1 "$t/syscall" 2>/dev/null || echo '?')" \
-				"$(awk '{ print $14 }' "$t/stat" 2>/dev/null)" "$(awk '{ print $15 }' "$t/stat" 2>/dev/null)"
+				"$(cat "$t/comm" 2>/dev/null)" "${state-}" "$(cat "$t/wchan" 2>/dev/null)" \
+				"$(timeout 1 cut -d' ' -f1 "$t/syscall" 2>/dev/null || echo '?')" "${utime-}" "${stime-}"
 			sed 's/^/      /' "$t/stack" 2>/dev/null
 		done
 	done

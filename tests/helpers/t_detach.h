@@ -504,4 +504,20 @@ static inline int t_run_role(const char *role, bool detached, int limit_s)
 	return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
 }
 
+/* t_run_role natively, which must end with native_want, then detached,
+ * which must end the same way; each figure printed, each difference a
+ * failed check. */
+static inline void t_role_same(const char *role, int native_want, int limit_s)
+{
+	int n = t_run_role(role, false, limit_s), d;
+
+	if (n != native_want) {
+		t_check(false, "%s natively: status %d, expected %d", role, n, native_want);
+		return;
+	}
+	d = t_run_role(role, true, limit_s);
+	printf("%-16s natively %d, detached %d\n", role, n, d);
+	t_check(d == n, "%s detached: status %d, natively %d", role, d, n);
+}
+
 #endif

@@ -30,6 +30,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #define SIGSETXID 33                  /* glibc's __SIGRTMIN + 1 */
@@ -474,16 +475,27 @@ again:
 	return r;
 }
 
-/* Returns once thread tid of this process is gone: once tgkill no longer
- * finds it.  The kernel unhashes an exiting thread after it left every
- * count and list of the thread group (its exit's group bookkeeping,
- * synchronize_group_exit, is the first thing do_exit does), so the
- * single-thread checks (unshare) and the choice of the exit status (below)
- * no longer see it.  Raw calls: the trap. */
+/* Returns once thread tid of this process is gone from every count and
+ * list of its thread group, so that the single-thread checks (unshare's
+ * thread_group_empty) and the choice of the exit status (below) no longer
+ * see it.  Its exit's group bookkeeping (synchronize_group_exit) is the
+ * first thing do_exit does; its release (release_task) unhashes its tid
+ * and then unlinks it from the thread list, both under tasklist_lock held
+ * for writing.  tgkill finds threads under RCU alone, so its ESRCH can
+ * come between the two (the detached thread polls from another CPU, and
+ * the releasing vCPU may be stopped by the host there): unshare(CLONE_NEWUSER)
+ * then still saw the proxy and gave EINVAL (run_thread_state beside a
+ * loaded machine, 1 of 20 loops).  A waitid for our own process, which is
+ * never our child, takes tasklist_lock for reading: it returns (ECHILD)
+ * after that release has left the lock, with the thread unlinked.  Raw
+ * calls: the trap. */
 void proxy_gone(pid_t tid)
 {
-	while (tid > 0 && sys_call3(SYS_tgkill, dt_cfg.pid, tid, 0) != -ESRCH)
+	if (tid <= 0)
+		return;
+	while (sys_call3(SYS_tgkill, dt_cfg.pid, tid, 0) != -ESRCH)
 		cpu_relax();
+	sys_call4(SYS_waitid, P_PID, dt_cfg.pid, NULL, WEXITED | WNOHANG);
 }
 
 /* The thread exits or attaches again: its kernel figures first, then the

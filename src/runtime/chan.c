@@ -224,6 +224,29 @@ fail:
 	return err;
 }
 
+/* A head beyond our tail: the consumer took records at our position that
+ * we never put (a header a peer wrote there checks: our marker with one
+ * bit flipped is the header of a record of 0 bytes), and waits for our
+ * tail to come after them, as for a producer between a header and its
+ * tail (tail_check).  Refusing (-EBADMSG at every put) would leave both
+ * waiting for ever once the damage stops.  They are taken: we skip them,
+ * as a new producer does (start_position), and go on where the consumer
+ * is.  false: the head is not at the end of such records. */
+static bool skip_taken(struct dt_chan *c, uint64_t h)
+{
+	uint64_t pos = c->pos, bytes;
+
+	/* at most a ring of records of 8 bytes or more */
+	while (!c->stream && pos != h && h - pos <= c->ring_bytes && header_ok(c, pos, header_at(c, pos), &bytes) &&
+	       bytes <= h - pos)
+		pos += bytes;
+	if (pos != h)
+		return false;
+	c->pos = pos;
+	store_release(&c->sh->tail, pos);
+	return true;
+}
+
 DT_API int dt_chan_put(struct dt_chan *c, const void *msg, size_t len)
 {
 	struct chan_shared *sh;
@@ -246,7 +269,7 @@ DT_API int dt_chan_put(struct dt_chan *c, const void *msg, size_t len)
 		/* full as far as we knew: only now the consumer's line.
 		 * acquire: the consumer had finished reading what it gives back */
 		h = load_acquire(&sh->head);
-		if (!index_ok(c, c->pos, h))
+		if (!index_ok(c, c->pos, h) && !skip_taken(c, h))
 			return corrupt(c);
 		c->head_seen = h;
 		room = c->ring_bytes - (c->pos - h);
@@ -310,7 +333,9 @@ static long tail_check(struct dt_chan *c)
 			return 1;
 	} else if (c->pos - t <= c->ring_bytes && !(t & 7) && header_ok(c, t, header_at(c, t), &bytes) &&
 		   t + bytes == c->pos) {
-		return 0;               /* we took the record whose tail is not stored yet */
+		/* we took the record whose tail is not stored yet (or one a peer
+		 * wrote at the tail: the producer skips it, skip_taken) */
+		return 0;
 	}
 	/* a tail that moved meanwhile is a producer at work, not proof */
 	if (load_acquire(&c->sh->tail) != t)

@@ -22,6 +22,7 @@ struct shared {                                  /* a dt_shm region between the 
 	volatile int go, corrupting, after, stop;
 	volatile uint64_t detached_loops;
 	volatile uint64_t valid_after[2], bad_results[3];
+	volatile uint64_t calls_after[2];        /* the Linux peers' calls in the recovery window */
 };
 static struct shared *sh;
 
@@ -75,6 +76,8 @@ static int linux_consumer(void)
 			sh->bad_results[0]++;
 		if (n == MSG && msg_ok(m) && sh->after)
 			sh->valid_after[0]++;
+		if (sh->after)
+			sh->calls_after[0]++;
 	}
 	return 0;
 }
@@ -95,6 +98,8 @@ static int linux_producer(void)
 			seq++;
 		else if (err != -EAGAIN && err != -EPIPE && err != -EBADMSG)
 			sh->bad_results[1]++;
+		if (sh->after)
+			sh->calls_after[1]++;
 		if (err)
 			usleep(10);
 	}
@@ -213,6 +218,20 @@ static void *detached_loop(void *arg)
 	return NULL;
 }
 
+/* A process's user and system time, in clock ticks (/proc/PID/stat fields
+ * 14 and 15); -1 if unreadable. */
+static long long cpu_ticks(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long u, s;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (read_text_file(path, buf, sizeof(buf)) || !(p = strrchr(buf, ')')) ||
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &u, &s) != 2)
+		return -1;
+	return (long long)(u + s);
+}
+
 static pid_t spawn(int (*fn)(void))
 {
 	pid_t pid = fork();
@@ -268,9 +287,15 @@ int main(void)
 		st = t_wait_child(kids[2]);
 	t_check(st == 0, "the corrupter failed (%d)", st);
 	t_check(stalls == 0, "the detached loop stood still for %llu tenths of a second", (unsigned long long)stalls);
-	/* recovery: intact messages flow again both ways */
+	/* recovery: intact messages flow again both ways; the Linux peers'
+	 * CPU time over the window tells a starved peer from a stuck channel */
+	long long cpu0[2], cpu1[2];
+	for (int i = 0; i < 2; i++)
+		cpu0[i] = cpu_ticks(kids[i]);
 	sh->after = 1;
 	dt_wait_until(dt_now_ns() + SEC);
+	for (int i = 0; i < 2; i++)
+		cpu1[i] = cpu_ticks(kids[i]);
 	sh->stop = 1;
 	pthread_join(th, NULL);
 	for (int i = 0; i < 2; i++) {
@@ -279,6 +304,9 @@ int main(void)
 	}
 	printf("after the corruption: %llu intact messages to Linux, %llu to the detached thread\n",
 	       (unsigned long long)sh->valid_after[0], (unsigned long long)sh->valid_after[1]);
+	for (int i = 0; i < 2; i++)
+		printf("the Linux %s in that second: %llu calls, %lld ticks of CPU\n", what[i],
+		       (unsigned long long)sh->calls_after[i], cpu1[i] - cpu0[i]);
 	t_check(sh->valid_after[0] > 1000 && sh->valid_after[1] > 1000, "the channels did not recover");
 	for (int i = 0; i < 3; i++)
 		t_check(sh->bad_results[i] == 0, "%llu undocumented results (%d)", (unsigned long long)sh->bad_results[i], i);

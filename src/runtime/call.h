@@ -55,6 +55,23 @@ static inline uint64_t no_proxy_blocked(void)
  * came through a rewritten site, without a frame). */
 typedef long call_fn(struct dt_thread *t, long nr, long *a, ucontext_t *uc);
 
+/* A call_fn's (or the program's seccomp filters', sandbox.c) answer to a
+ * call that came without a frame (uc NULL: a rewritten site) and needs one:
+ * "send the call to its site's kept `syscall`, to trap there" (a clone's
+ * child, sigaltstack, a filter's SECCOMP_RET_TRAP).  It goes up as
+ * dt_dispatch's result, and dt_trampoline_dispatch (rewrite.c) tests for
+ * it: the request travels with its own call.  Kept in the thread's state
+ * instead, a handler's call made in the window between the two, or
+ * abandoned there by a second handler's siglongjmp, took or left the
+ * request of the call it interrupted (a fork that returned 0 in the
+ * parent, or a call run twice).  Below -4095 it is no error, and as a
+ * value no address a mapping can have (not canonical), no pid, count or
+ * fcntl(F_GETOWN)'s -pgid; only an lseek of /proc/PID/mem or /dev/mem to
+ * exactly there could return it (the lseek would then run again from the
+ * trap).  Never returned when uc is there (the trap path, both modes), so
+ * never seen by the program. */
+#define DT_NEED_TRAP ((long)0x8000000000000000ull)
+
 static inline void count(struct dt_thread *t, long nr, volatile uint64_t *kind)
 {
 	(*kind)++;

@@ -105,10 +105,8 @@ long do_clone(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	void *child_uc = NULL, *parent_uc = NULL;
 	long ret;
 
-	if (!uc) {                  /* rewrite mode: the child needs a frame */
-		t->need_trap = true;
-		return 0;
-	}
+	if (!uc)                    /* rewrite mode: the child needs a frame */
+		return DT_NEED_TRAP;
 
 	switch (nr) {
 	case SYS_fork:

@@ -55,6 +55,7 @@
  * cannot change safely under other threads.
  */
 #include "runtime/rewrite.h"
+#include "runtime/call.h"
 #include "runtime/stack.h"
 #include "runtime/clock.h"
 #include "runtime/config.h"
@@ -1067,30 +1068,20 @@ long dt_trampoline_dispatch(long nr, long *a, long *retrap, uintptr_t ret, struc
 		*retrap = 1;
 		return 0;
 	}
-	/* need_trap is this call's: a handler's call made in any window of
-	 * this one (before the dispatch, or between a handler's setting of the
-	 * flag and its reading below) saves what it finds, clears it for its
-	 * own dispatch, reads its own and puts back what it found.  Read and
-	 * cleared after the dispatch alone, a handler's call in the window took
-	 * the outer's request: it ran twice and the outer was not made
-	 * (tests/run_need_trap_nested.c).  A call abandoned by a handler's
-	 * siglongjmp leaves its request behind, which no later call reads:
-	 * each clears before its dispatch.  (Not covered: a handler's call,
-	 * itself made in an outer's window, abandoned by a second handler's
-	 * siglongjmp out of it, which the first survives: the outer then reads
-	 * what the abandoned call left.)  No fence: whatever instruction a
-	 * signal interrupts, the handler's calls leave the flag as they found
-	 * it, so the compiler's single-thread view of it stays true. */
-	bool outer = t->need_trap, mine;
-	t->need_trap = false;
 	if (__builtin_expect(nr == SYS_nanosleep || nr == SYS_clock_nanosleep, 0))
 		r = dispatch_sleep(t, nr, args, ret, tail, &left_rest);
 	else
 		r = dt_dispatch(t, nr, args, stub_site_end(ret), NULL);
-	mine = t->need_trap;
-	t->need_trap = outer;
-	if (mine) {
+	/* The request for the trap path is this call's own result (call.h,
+	 * DT_NEED_TRAP), not state of the thread: a handler's call made in
+	 * any window of this one, or abandoned there by a second handler's
+	 * siglongjmp, can neither take it nor leave its own (with a flag in
+	 * the thread, saved and put back around the dispatch, an abandoned
+	 * call's leftover reached the call it interrupted: a fork that
+	 * returned 0 in the parent, or a call run twice). */
+	if (__builtin_expect(r == DT_NEED_TRAP, 0)) {
 		*retrap = 1;
+		r = 0;
 	} else if (left_rest) {
 		*retrap = 2;
 	}

@@ -359,12 +359,10 @@ enum sandbox_verdict sandbox_judge(struct dt_thread *t, long nr, const long a[6]
 		*ret = -ENOSYS;
 		return SANDBOX_DONE;
 	case SECCOMP_RET_TRAP:
-		if (!uc) {                      /* the trampoline: come back with a frame */
-			t->need_trap = true;
-			*ret = 0;
-		} else {
+		if (!uc)                        /* the trampoline: come back with a frame */
+			*ret = DT_NEED_TRAP;
+		else
 			*ret = trap(nr, data, ip, uc);
-		}
 		return SANDBOX_DONE;
 	case SECCOMP_RET_KILL_THREAD:
 		if (!only_program_thread())

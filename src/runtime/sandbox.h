@@ -48,7 +48,8 @@ enum sandbox_verdict {
 /* Judges the call nr(a) made at ip (the address after its `syscall`) by
  * every filter of t, and carries out what is not RUN; KILL_PROCESS and the
  * last thread's KILL_THREAD do not return.  uc: the trap's frame, NULL on
- * the trampoline's path (a TRAP then asks for the trap path: need_trap).
+ * the trampoline's path (a TRAP then asks for the trap path: *ret is
+ * DT_NEED_TRAP, call.h).
  * No allocation, no lock, no call that enters the kernel but the
  * action's own. */
 enum sandbox_verdict sandbox_judge(struct dt_thread *t, long nr, const long a[6], uintptr_t ip,

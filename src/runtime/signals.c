@@ -27,10 +27,8 @@ static inline void tty_blocked_is(struct dt_thread *t, uint64_t mask)
 long do_sigreturn(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
 	(void)a;
-	if (!uc) {                  /* rewrite mode: never here (trampoline.S) */
-		t->need_trap = true;
-		return 0;
-	}
+	if (!uc)                    /* rewrite mode: never here (trampoline.S) */
+		return DT_NEED_TRAP;
 	/* The program's handler returns: its frame's ucontext is at the rsp of
 	 * the trapped rt_sigreturn; the siginfo follows the kernel ucontext. */
 	char *frame = (char *)uc->uc_mcontext.gregs[REG_RSP];
@@ -502,10 +500,8 @@ long do_sigaltstack(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	uintptr_t sp;
 	bool on_app;
 
-	if (!uc) {
-		t->need_trap = true;
-		return 0;
-	}
+	if (!uc)
+		return DT_NEED_TRAP;
 	count(t, nr, &t->stats->local);
 	sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
 	on_app = !(old.ss_flags & SS_DISABLE) && sp - (uintptr_t)old.ss_sp < old.ss_size;

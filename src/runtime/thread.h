@@ -83,8 +83,6 @@ struct dt_thread {
 	uintptr_t stack_lo, stack_hi;
 	uintptr_t app_ss_lo, app_ss_hi;
 	stack_t app_ss;                 /* what sigaltstack reports (signals.c) */
-	bool need_trap;                 /* rewrite mode: this call needs the trap path
-					 * (rewrite.c, dt_trampoline_dispatch: kept per call) */
 	/* how many moved traps' work is in use on the signal half of the
 	 * runtime's stack, each at a level of its own (stack.c,
 	 * stack_trap_move; intercept.c, trap_moved) */

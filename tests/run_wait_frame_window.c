@@ -378,7 +378,10 @@ int main(int argc, char **argv)
 				read_sp = r.rsp;
 				at3 = ms_since(&t0);
 				stage = S_IN_READ;
-			} else if (own && (stage == S_IN_READ || stage == S_SIGNALLED3)) {
+			} else if (own && r.rsp < read_sp && (stage == S_IN_READ || stage == S_SIGNALLED3)) {
+				/* a handler's (below the read's frame): the
+				 * read's own second store, after its depth++,
+				 * is at its own stack pointer */
 				nested3++;
 			}
 		} else if (dr6 & 2) {           /* an access to t->mb.intr */

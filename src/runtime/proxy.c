@@ -74,6 +74,23 @@ static inline uint64_t observe(volatile uint64_t *seq)
  * raised before the mailbox is touched; no CPU ordering is needed. */
 #define same_thread_barrier() atomic_signal_fence(memory_order_seq_cst)
 
+/* depth++ in one instruction, returning what depth was: a signal of this
+ * thread is taken before the instruction or after it (at an instruction
+ * boundary), never between a load of depth and its store, so a handler's
+ * call cannot slip in between the test and the raise (or between a
+ * load and a store of a compiled depth++).  Not locked: only this thread
+ * writes depth, its handlers included, and against those one instruction
+ * is enough; a lock prefix would cost some 20 cycles at every forwarded
+ * call.  "memory": no access moves across it (it is the fence the old
+ * test and increment had). */
+static inline int depth_raise(struct dt_thread *t)
+{
+	int old = 1;
+
+	__asm__ volatile("xaddl %0, %1" : "+r"(old), "+m"(t->depth) : : "memory", "cc");
+	return old;
+}
+
 /* ---- detached thread side ----------------------------------------------- */
 
 /* Interrupts the proxy's call as the signal whose handler just ran here
@@ -366,16 +383,27 @@ again:
 	 * the compiler may store them the other way round) */
 	same_thread_barrier();
 	/* Entered at depth 0 (forward() and the other callers make sure of
-	 * it), so a depth up here is a handler's call, forwarded in the
-	 * window above, whose wait a second handler left by siglongjmp into
-	 * the first: still on the proxy.  Natively that signal interrupted
-	 * it; cancelled now, and this call is not queued behind it. */
-	if (t->depth > 0) {
+	 * it), so a depth found up here is a handler's call, forwarded in a
+	 * window before the raise, whose wait a second handler left by
+	 * siglongjmp into the first: still on the proxy.  Natively that signal
+	 * interrupted it; cancelled now (proxy_abandoned puts depth to 0, which
+	 * undoes this raise too), and this call starts again, not queued
+	 * behind it.  The test is the raise's own result: with a test and a
+	 * raise apart, a handler that ran between the two left its abandoned
+	 * call unseen, and this call waited behind it (a hang behind a read)
+	 * with depth stuck at 1 afterwards. */
+	if (__builtin_expect(depth_raise(t) != 0, 0)) {
 		proxy_abandoned(t);
-		t->wait_frame = (uintptr_t)__builtin_frame_address(0);
-		same_thread_barrier();
+		goto again;
 	}
-	t->depth++;
+	/* The frame again, now that depth is up (one store; same line as
+	 * depth): a handler's call made in the window before the raise, left
+	 * there by a second handler's siglongjmp, and cancelled by a later
+	 * call of the first handler's (forget_abandoned) put back the frame
+	 * of the abandoned call, which it found as its outer, not ours; kept,
+	 * a handler on top of our wait would judge its call by that stale
+	 * frame and could take our call for abandoned. */
+	t->wait_frame = (uintptr_t)__builtin_frame_address(0);
 	/* From here on a handler that interrupts us runs its calls locally
 	 * (forward()) and leaves the mailbox alone; one that ran before
 	 * forwarded its call through it, with the next sequence number.  So

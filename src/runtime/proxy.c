@@ -91,6 +91,18 @@ static inline int depth_raise(struct dt_thread *t)
 	return old;
 }
 
+/* wait_frame = outer, if wait_frame still holds mine, in one instruction:
+ * a non-locked cmpxchg (atomic against a signal of this thread, as
+ * dt_app_restorer's cmpxchgl, stubs.S; not locked for the same reason as
+ * depth_raise).  A handler's call that ended put mine back; one that a
+ * second handler abandoned by siglongjmp into the first left its own frame
+ * and depth 1, and that frame must stay for forget_abandoned to cancel it.
+ * "memory": the store stays after depth--. */
+static inline void wait_frame_back(struct dt_thread *t, uintptr_t mine, uintptr_t outer)
+{
+	__asm__ volatile("cmpxchgq %2, %1" : "+a"(mine), "+m"(t->wait_frame) : "r"(outer) : "memory", "cc");
+}
+
 /* ---- detached thread side ----------------------------------------------- */
 
 /* Interrupts the proxy's call as the signal whose handler just ran here
@@ -452,9 +464,20 @@ again:
 		dt_die("a forwarded call was taken for abandoned while its wait went on "
 		       "(system call %ld, depth %d): results can no longer be trusted", nr, t->depth);
 	/* after depth is down: with depth up, a handler judges its call by
-	 * wait_frame, which must be this wait's until then */
-	same_thread_barrier();
-	t->wait_frame = outer_frame;
+	 * wait_frame, which must be this wait's until then.  Only if it is
+	 * still this wait's: a handler that ran since depth-- forwarded its
+	 * own call, and a second handler's siglongjmp out of that call's wait
+	 * into the first left it on the proxy, with depth 1 and its frame
+	 * here; overwritten, forget_abandoned no longer found it abandoned,
+	 * it stayed on the proxy and every later call ran on this thread. */
+	wait_frame_back(t, (uintptr_t)__builtin_frame_address(0), outer_frame);
+	/* The common way out, spelt out: the compiler does not thread the
+	 * tests of raised below across wait_frame_back's asm, and every call
+	 * paid for them (seven instructions) */
+	if (__builtin_expect(!raised, 1)) {
+		tty_held_deliver(t, 0);
+		return r;
+	}
 	bool tty = raised == SIGTTIN || raised == SIGTTOU;
 	if (tty && (r == -PROXY_ERESTART || r == -EINTR) && wish != INTR_EINTR && wish != INTR_CANCEL) {
 		uint64_t blocked = 0;

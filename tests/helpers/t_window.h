@@ -1,0 +1,543 @@
+/* The nested-handler window, made every time by a tracer (after
+ * tests/run_wait_frame_window.c): a handler H1 of the program (SIGUSR1)
+ * that makes a forwarded call B (a read of stdin, which nobody writes yet)
+ * is started by the tracer at one exact instruction of the runtime's
+ * bookkeeping of the program's call A; while B waits on the proxy, a
+ * second handler H2 (SIGUSR2) siglongjmps out of B back into H1, which
+ * returns into A's bookkeeping.  The tracer traces the detached thread,
+ * finds the runtime's function FN in libdetach.so's symbol table (an
+ * execution breakpoint at its entry, for the call whose number is in rsi),
+ * and lands H1 where the test says (enum t_win_point), with the debug
+ * registers: t->wait_frame (writes, 8 bytes) and t->depth (reads and
+ * writes, 4 bytes) of the struct dt_thread in rdi, or the return address of
+ * FN.  Then it lets the program go and writes one byte to its stdin:
+ * main's read after the rounds must get it (a B left on the proxy eats it),
+ * and every result is the kernel's.
+ *
+ * The workload: t_win_workload(a_call, rounds), which prints one line:
+ * "rounds N a A_RESULT ms MS poll P byte B 'C' ppid P1 P2 h1 R1 jumped J h2 R2"
+ * (a_call's own check, e.g. sigaltstack's oss, in A_RESULT: 0 when it is
+ * right). */
+#ifndef DETACH_TESTS_T_WINDOW_H
+#define DETACH_TESTS_T_WINDOW_H
+
+#include "t_detach.h"
+#include "runtime/thread.h"
+
+#include <elf.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stddef.h>
+#include <sys/ptrace.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <time.h>
+
+/* ---- the program ---------------------------------------------------- */
+
+static sigjmp_buf t_win_h1_env;
+static volatile sig_atomic_t t_win_h1_armed;
+static volatile int t_win_h1_runs, t_win_h1_jumped, t_win_h2_runs;
+
+/* H1: a forwarded read of stdin that blocks (the tracer writes nothing
+ * until it has let go), left by H2's siglongjmp.  No system call after the
+ * jump (sigsetjmp without the mask: siglongjmp would restore it with
+ * rt_sigprocmask, whose dispatch cancels the read left behind, and the
+ * window's bookkeeping is then never tested); H1's return restores the
+ * mask from its frame. */
+static void t_win_on_usr1(int s)
+{
+	char c;
+
+	(void)s;
+	t_win_h1_runs++;
+	if (!sigsetjmp(t_win_h1_env, 0)) {
+		t_win_h1_armed = 1;
+		if (read(0, &c, 1) >= 0)
+			t_win_h1_armed = 0;     /* not left: the byte went here */
+		t_win_h1_armed = 0;
+	} else {
+		t_win_h1_jumped++;
+	}
+}
+
+/* H2: back into H1, out of its read's wait */
+static void t_win_on_usr2(int s)
+{
+	(void)s;
+	t_win_h2_runs++;
+	if (t_win_h1_armed) {
+		t_win_h1_armed = 0;
+		siglongjmp(t_win_h1_env, 1);
+	}
+}
+
+static long t_win_ms_since(const struct timespec *t0)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+/* warm: called once before the tracer is there (rewrite mode: the site is
+ * rewritten at its first trap, so the rounds' calls go through the
+ * trampoline); a_call: the call A of each round, 0 when its result is
+ * right.  Returns the exit status. */
+static int t_win_workload(void (*warm)(void), long (*a_call)(void), int rounds)
+{
+	struct sigaction s1 = { .sa_handler = t_win_on_usr1, .sa_flags = SA_RESTART };
+	struct sigaction s2 = { .sa_handler = t_win_on_usr2, .sa_flags = SA_RESTART };
+	struct pollfd pfd = { .fd = 0, .events = POLLIN };
+	struct timespec t0;
+	long a_bad = 0, ms;
+	pid_t ppid1, ppid2;
+	ssize_t n = -1;
+	char c = '?';
+	int r, p;
+
+	sigaction(SIGUSR1, &s1, NULL);
+	sigaction(SIGUSR2, &s2, NULL);
+	if (warm)
+		warm();
+	ppid1 = getppid();      /* its site rewritten before the rounds too */
+	if ((r = t_workload_ready()))
+		return r;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int i = 0; i < rounds; i++)
+		if (a_call())
+			a_bad++;
+	ms = t_win_ms_since(&t0);
+	/* the tracer's byte, 100 ms after it let go: a read left on the
+	 * proxy takes it first */
+	p = poll(&pfd, 1, 3000);
+	if (p == 1)
+		n = read(0, &c, 1);
+	ppid2 = getppid();
+	printf("rounds %d a %ld ms %ld poll %d byte %zd '%c' ppid %d %d h1 %d jumped %d h2 %d\n", rounds, a_bad, ms,
+	       p, n, n == 1 ? c : '?', (int)ppid1, (int)ppid2, t_win_h1_runs, t_win_h1_jumped, t_win_h2_runs);
+	fflush(stdout);
+	return 0;
+}
+
+/* ---- the tracer ----------------------------------------------------- */
+
+/* Where H1 lands in the round's call A (the instruction after the one
+ * that trapped: data breakpoints trap after the access) */
+enum t_win_point {
+	T_WIN_AFTER_STORE,      /* proxy_forward's first store of its own wait_frame (depth 0) */
+	T_WIN_AFTER_TEST,       /* the first access of depth after that store: the old
+				 * runtime's test of depth, the new one's xadd */
+	T_WIN_AFTER_LOWER,      /* depth's store of 0 after the wait (depth--) */
+	T_WIN_AT_RETURN,        /* FN's return address (entered with rcx == 0: uc NULL) */
+};
+static const char *const t_win_point_name[] = {
+	"after proxy_forward's store of its wait frame", "after proxy_forward's first access of depth after it",
+	"after proxy_forward's depth-- (the store of 0)", "at the function's return address",
+};
+
+static pid_t t_win_traced;
+
+static long t_win_peek(uintptr_t addr)
+{
+	long v = 0;
+	struct iovec l = { &v, sizeof(v) }, r = { (void *)addr, sizeof(v) };
+
+	if (process_vm_readv(t_win_traced, &l, 1, &r, 1, 0) != sizeof(v))
+		fprintf(stderr, "reading %#lx of %d: %s\n", (unsigned long)addr, (int)t_win_traced, strerror(errno));
+	return v;
+}
+
+#define T_WIN_DR(i) offsetof(struct user, u_debugreg[i])
+
+static bool t_win_set_dr(int i, unsigned long v)
+{
+	if (ptrace(PTRACE_POKEUSER, t_win_traced, (void *)T_WIN_DR(i), (void *)v) == 0)
+		return true;
+	fprintf(stderr, "PTRACE_POKEUSER debug register %d = %#lx: %s\n", i, v, strerror(errno));
+	return false;
+}
+
+/* DR7: 0 writes of 8 bytes (wait_frame), 1 reads and writes of 4 bytes
+ * (depth), 2 execution (an entry or a return address) */
+static bool t_win_dr7(bool watch, bool exec)
+{
+	unsigned long v = 0;
+
+	if (watch)
+		v |= 1ul << 0 | 1ul << 16 | 2ul << 18      /* L0, write, 8 bytes */
+		     | 1ul << 2 | 3ul << 20 | 3ul << 22;   /* L1, read/write, 4 bytes */
+	if (exec)
+		v |= 1ul << 4;                             /* L2, execution */
+	return t_win_set_dr(7, v);
+}
+
+/* Function name's address and size in process pid: the libdetach.so it
+ * mapped, its symbol table, its load base from /proc/PID/maps. */
+static bool t_win_find(pid_t pid, const char *name, uintptr_t *addr, size_t *size, char *why, size_t whylen)
+{
+	char path[64], line[512], lib[400] = "";
+	unsigned long start = 0, end, off;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	if (!(f = fopen(path, "r"))) {
+		snprintf(why, whylen, "%s: %s", path, strerror(errno));
+		return false;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char file[400] = "";
+		if (sscanf(line, "%lx-%lx %*s %lx %*s %*s %399s", &start, &end, &off, file) == 4 &&
+		    off == 0 && strstr(file, "/libdetach.so")) {
+			snprintf(lib, sizeof(lib), "%s", file);
+			break;
+		}
+	}
+	fclose(f);
+	if (!lib[0]) {
+		snprintf(why, whylen, "no libdetach.so mapped in %d", (int)pid);
+		return false;
+	}
+	int fd = open(lib, O_RDONLY);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st)) {
+		snprintf(why, whylen, "%s: %s", lib, strerror(errno));
+		return false;
+	}
+	const unsigned char *m = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED) {
+		snprintf(why, whylen, "mmap %s: %s", lib, strerror(errno));
+		return false;
+	}
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)m;
+	const Elf64_Shdr *sh = (const Elf64_Shdr *)(m + eh->e_shoff);
+	const Elf64_Phdr *ph = (const Elf64_Phdr *)(m + eh->e_phoff);
+	uintptr_t first_load = UINTPTR_MAX;
+	bool found = false, symtab = false;
+
+	for (int i = 0; i < eh->e_phnum; i++)
+		if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < first_load)
+			first_load = ph[i].p_vaddr & ~(uintptr_t)4095;
+	for (int i = 0; i < eh->e_shnum && !found; i++) {
+		if (sh[i].sh_type != SHT_SYMTAB)
+			continue;
+		symtab = true;
+		const Elf64_Sym *sym = (const Elf64_Sym *)(m + sh[i].sh_offset);
+		const char *names = (const char *)(m + sh[sh[i].sh_link].sh_offset);
+		for (size_t k = 0; k < sh[i].sh_size / sizeof(*sym); k++)
+			if (ELF64_ST_TYPE(sym[k].st_info) == STT_FUNC && sym[k].st_size &&
+			    !strcmp(names + sym[k].st_name, name)) {
+				*addr = start - first_load + sym[k].st_value;
+				*size = sym[k].st_size;
+				found = true;
+				break;
+			}
+	}
+	munmap((void *)m, st.st_size);
+	if (!found)
+		snprintf(why, whylen, "%s: %s %s", lib, symtab ? "no function in its symbol table:" :
+			 "no symbol table (stripped), looking for", name);
+	return found;
+}
+
+/* The parent of process pid, as the kernel has it (0: unreadable). */
+static pid_t t_win_parent_of(pid_t pid)
+{
+	char path[64], line[256];
+	int ppid = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (!(f = fopen(path, "r")))
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "PPid: %d", &ppid) == 1)
+			break;
+	fclose(f);
+	return ppid;
+}
+
+/* What the tracer saw and the program said (t_win_run). */
+struct t_win_result {
+	pid_t pid, ppid;
+	int rc;                 /* the program's exit status */
+	int rounds_done;        /* rounds whose H1 was landed and H2 sent */
+	int injected_at[8];     /* H1's rip - FN, per round */
+	bool failed;            /* the tracer could not make the window */
+	bool no_window;         /* AT_RETURN: FN was entered with a frame (rcx != 0)
+				 * before any entry without one: the site traps */
+	bool released;
+	/* the program's line */
+	bool said;
+	int rounds, poll, h1, jumped, h2, ppid1, ppid2;
+	long a_bad, ms, n;
+	char c;
+};
+
+#define T_WIN_LIMIT_MS 8000
+
+/* Runs argv[0] under detach as the workload and makes its rounds: round i
+ * lands H1 at points[i] in the i-th call of the round's function fn whose
+ * number (rsi) is nr.  Fills res; the checks are the caller's. */
+static void t_win_run(char **argv, const char *fn, long nr, const enum t_win_point *points, int rounds,
+		      struct t_win_result *res)
+{
+	char *args[64], line[256] = "", result[512] = "", why[512] = "";
+	int in[2], out[2], st = 0, ws;
+	pid_t p, pid = 0, proxy = 0;
+	uintptr_t fa = 0, t = 0, frame = 0, ret = 0;
+	size_t fsize = 0;
+	long at_h1 = 0;
+	bool raised_seen = false, after_store = false, reaped = false, ended = false, written = false;
+	enum { W_ENTRY, W_WINDOW, W_RETURN, W_H1, W_H2, W_DONE } stage = W_ENTRY;
+	int round = 0;
+	struct timespec t0;
+	FILE *f;
+
+	memset(res, 0, sizeof(*res));
+	res->rc = -1;
+	t_detach_argv(args, NULL, NULL, argv[0], NULL);
+	if ((p = t_spawn_workload(args, in, out)) < 0) {
+		perror("pipe or fork");
+		exit(1);
+	}
+	f = fdopen(out[0], "r");
+	if (!fgets(line, sizeof(line), f) || sscanf(line, "%d %d", &pid, &proxy) != 2) {
+		waitpid(p, &st, 0);
+		t_check(0, "the program said '%s', exit %d", line, WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+		res->failed = true;
+		return;
+	}
+	res->pid = t_win_traced = pid;
+	res->ppid = t_win_parent_of(pid);
+	if (!t_win_find(pid, fn, &fa, &fsize, why, sizeof(why))) {
+		kill(pid, SIGKILL);
+		waitpid(p, &st, 0);
+		t_check(0, "%s not found: %s", fn, why);
+		res->failed = true;
+		return;
+	}
+	/* EXITKILL: a tracer that dies takes the program with it, so no
+	 * detached thread is left holding CPU 1 */
+	if (ptrace(PTRACE_SEIZE, pid, NULL, (void *)(long)PTRACE_O_EXITKILL)) {
+		int e = errno;
+		kill(pid, SIGKILL);
+		waitpid(p, &st, 0);
+		if (e == EPERM)
+			t_skip("cannot trace the program (ptrace: EPERM; kernel.yama.ptrace_scope?)");
+		t_check(0, "PTRACE_SEIZE %d: %s", (int)pid, strerror(e));
+		res->failed = true;
+		return;
+	}
+	/* stopped (it waits for "g" in its read) to arm the entry breakpoint */
+	ptrace(PTRACE_INTERRUPT, pid, NULL, NULL);
+	while (waitpid(pid, &ws, __WALL) == pid && WIFSTOPPED(ws) && ws >> 16 != PTRACE_EVENT_STOP)
+		ptrace(PTRACE_CONT, pid, NULL, (void *)(long)WSTOPSIG(ws));
+	if (!WIFSTOPPED(ws) || !t_win_set_dr(2, fa) || !t_win_dr7(false, true)) {
+		res->failed = true;
+		t_check(0, "could not arm the breakpoint at %s (%#lx)", fn, (unsigned long)fa);
+	}
+	ptrace(PTRACE_CONT, pid, NULL, NULL);
+	t_check(write(in[1], "g", 1) == 1, "write: %s", strerror(errno));
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+
+	while (!res->failed && stage != W_DONE && t_win_ms_since(&t0) < T_WIN_LIMIT_MS) {
+		pid_t w = waitpid(pid, &ws, __WALL | WNOHANG);
+
+		if (w == 0) {
+			/* H1's read waits on the proxy: H2 50 ms into it */
+			if (stage == W_H1 && t_win_ms_since(&t0) > at_h1 + 50) {
+				syscall(SYS_tgkill, pid, pid, SIGUSR2);
+				stage = W_H2;
+			}
+			usleep(200);
+			continue;
+		}
+		if (w != pid || !WIFSTOPPED(ws)) {
+			ended = true;
+			if (w == pid && p == pid) {
+				st = ws;
+				reaped = true;
+			}
+			break;
+		}
+		int sig = WSTOPSIG(ws), inject = 0;
+		siginfo_t si = { 0 };
+		if (ws >> 16 == PTRACE_EVENT_STOP) {
+			ptrace(PTRACE_CONT, pid, NULL, NULL);
+			continue;
+		}
+		if (sig != SIGTRAP || ptrace(PTRACE_GETSIGINFO, pid, NULL, &si) || si.si_code != TRAP_HWBKPT) {
+			/* not ours (SIGSYS in sud mode, H2's SIGUSR2) */
+			if (stage == W_H2 && sig == SIGUSR2) {
+				res->rounds_done = ++round;
+				if (round < rounds) {
+					/* the next round's call */
+					after_store = raised_seen = false;
+					t_win_set_dr(2, fa);
+					t_win_dr7(false, true);
+					stage = W_ENTRY;
+				} else {
+					t_win_dr7(false, false);
+					if (ptrace(PTRACE_DETACH, pid, NULL, (void *)(long)sig) == 0)
+						res->released = true;
+					else
+						res->failed = true;
+					stage = W_DONE;
+					continue;
+				}
+			}
+			ptrace(PTRACE_CONT, pid, NULL, (void *)(long)sig);
+			continue;
+		}
+		struct user_regs_struct r;
+		long dr6 = ptrace(PTRACE_PEEKUSER, pid, (void *)T_WIN_DR(6), NULL);
+		ptrace(PTRACE_GETREGS, pid, NULL, &r);
+		t_win_set_dr(6, 0);     /* the kernel's copy accumulates */
+		bool in_fn = r.rip > fa && r.rip < fa + fsize;
+		enum t_win_point point = points[round];
+		if ((dr6 & 4) && stage == W_ENTRY && r.rip == fa && r.rsi == (unsigned long long)nr &&
+		    point == T_WIN_AT_RETURN && r.rcx != 0) {
+			/* the call came with a frame: its site was not
+			 * rewritten, no request is made; let it go */
+			res->no_window = true;
+			t_win_dr7(false, false);
+			res->released = ptrace(PTRACE_DETACH, pid, NULL, NULL) == 0;
+			stage = W_DONE;
+			continue;
+		}
+		if ((dr6 & 4) && stage == W_ENTRY && r.rip == fa && r.rsi == (unsigned long long)nr &&
+		    (point != T_WIN_AT_RETURN || r.rcx == 0)) {
+			if (!t) {
+				t = r.rdi;
+				/* the layout the test was built with is the
+				 * runtime's: its tid and its proxy's */
+				int tid = (int)t_win_peek(t + offsetof(struct dt_thread, tid));
+				int ptid = (int)t_win_peek(t + offsetof(struct dt_thread, proxy_tid));
+				if (tid != pid || ptid != proxy) {
+					t_check(0, "struct dt_thread at %#lx: tid %d proxy %d, expected %d %d "
+						"(the test's layout is not the runtime's)", (unsigned long)t, tid, ptid,
+						(int)pid, (int)proxy);
+					res->failed = true;
+					break;
+				}
+			}
+			if (point == T_WIN_AT_RETURN) {
+				ret = (uintptr_t)t_win_peek(r.rsp);
+				frame = r.rsp + 8;      /* rsp at the return */
+				if (!t_win_set_dr(2, ret) || !t_win_dr7(false, true))
+					res->failed = true;
+				stage = W_RETURN;
+			} else {
+				/* proxy_forward's frame address (its rbp) once
+				 * its prologue has run */
+				frame = r.rsp - 8;
+				if (!t_win_set_dr(0, t + offsetof(struct dt_thread, wait_frame)) ||
+				    !t_win_set_dr(1, t + offsetof(struct dt_thread, depth)) || !t_win_dr7(true, false))
+					res->failed = true;
+				stage = W_WINDOW;
+			}
+		} else if ((dr6 & 4) && stage == W_RETURN && r.rip == ret && r.rsp == frame) {
+			inject = SIGUSR1;
+		} else if ((dr6 & 3) && stage == W_WINDOW && in_fn && r.rbp == frame) {
+			long wf = t_win_peek(t + offsetof(struct dt_thread, wait_frame));
+			int depth = (int)t_win_peek(t + offsetof(struct dt_thread, depth));
+			if ((dr6 & 1) && !after_store && (uintptr_t)wf == frame && depth == 0) {
+				after_store = true;
+				if (point == T_WIN_AFTER_STORE)
+					inject = SIGUSR1;
+			} else if ((dr6 & 2) && after_store && point == T_WIN_AFTER_TEST) {
+				inject = SIGUSR1;
+			} else if ((dr6 & 2) && after_store && depth == 1) {
+				raised_seen = true;
+			} else if ((dr6 & 2) && raised_seen && depth == 0 && point == T_WIN_AFTER_LOWER) {
+				inject = SIGUSR1;
+			}
+		}
+		if (inject) {
+			if (round < 8)
+				res->injected_at[round] = (int)(r.rip - fa);
+			fprintf(stderr, "round %d: signal 1 %s, at %s+%#llx\n", round, t_win_point_name[point], fn,
+				r.rip - fa);
+			t_win_dr7(false, false);
+			at_h1 = t_win_ms_since(&t0);
+			stage = W_H1;
+		}
+		ptrace(PTRACE_CONT, pid, NULL, (void *)(long)inject);
+	}
+	if (stage != W_DONE && !ended) {
+		/* let the program go before it is killed (gdb, in the hang
+		 * report, traces every thread) */
+		ptrace(PTRACE_INTERRUPT, pid, NULL, NULL);
+		while (waitpid(pid, &ws, __WALL) == pid && WIFSTOPPED(ws)) {
+			int sig = ws >> 16 == PTRACE_EVENT_STOP || WSTOPSIG(ws) == SIGTRAP ? 0 : WSTOPSIG(ws);
+			t_win_dr7(false, false);
+			if (!ptrace(PTRACE_DETACH, pid, NULL, (void *)(long)sig))
+				break;
+			ptrace(PTRACE_CONT, pid, NULL, (void *)(long)sig);
+		}
+		fprintf(stderr, "the tracer was still at round %d stage %d after %d ms\n", round, (int)stage,
+			T_WIN_LIMIT_MS);
+	}
+	/* the byte main's read must get, 100 ms after the rounds */
+	usleep(100000);
+	written = write(in[1], "x", 1) == 1;
+	t_check(written, "write of the byte: %s", strerror(errno));
+	struct pollfd pfd = { .fd = out[0], .events = POLLIN };
+	if (poll(&pfd, 1, 6000) == 1 && fgets(result, sizeof(result), f))
+		result[strcspn(result, "\n")] = '\0';
+	if (!result[0]) {
+		fprintf(stderr, "the program said nothing within 6 s of the byte:\n");
+		t_print_threads(pid);
+		kill(pid, SIGKILL);
+	}
+	close(in[1]);
+	/* its end, within 5 s of its line (killed after: exit 137) */
+	for (int i = 0; !reaped && i < 5000; i++) {
+		if (waitpid(p, &st, WNOHANG) == p)
+			reaped = true;
+		else
+			usleep(1000);
+	}
+	if (!reaped) {
+		fprintf(stderr, "the program did not end within 5 s of its line:\n");
+		t_print_threads(pid);
+		kill(pid, SIGKILL);
+		waitpid(p, &st, 0);
+	}
+	res->rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	printf("program (pid %d, parent %d): exit %d, '%s'; the tracer made %d of %d rounds\n", (int)pid,
+	       (int)res->ppid, res->rc, result, res->rounds_done, rounds);
+	res->said = sscanf(result, "rounds %d a %ld ms %ld poll %d byte %ld '%c' ppid %d %d h1 %d jumped %d h2 %d",
+			   &res->rounds, &res->a_bad, &res->ms, &res->poll, &res->n, &res->c, &res->ppid1, &res->ppid2,
+			   &res->h1, &res->jumped, &res->h2) == 11;
+}
+
+/* The checks every round's test makes: the window was made, the program
+ * ended as natively, H1 ran and was left by H2's jump each round, the byte
+ * reached main (no read left on the proxy took it), getppid is the
+ * kernel's. */
+static void t_win_check_common(const struct t_win_result *res, int rounds)
+{
+	t_check(!res->failed, "the tracer could not make the window (above)");
+	t_check(res->rounds_done == rounds && res->released, "the tracer made %d of %d rounds", res->rounds_done,
+		rounds);
+	t_check(res->said, "no result line from the program (it hung: above)");
+	t_check(res->rc == 0, "the program did not end as natively (exit %d)", res->rc);
+	if (!res->said)
+		return;
+	t_check(res->h1 == rounds && res->jumped == rounds && res->h2 == rounds,
+		"handler 1 ran %d times, left by handler 2's siglongjmp %d times, handler 2 ran %d times; "
+		"expected %d each", res->h1, res->jumped, res->h2, rounds);
+	t_check(res->poll == 1 && res->n == 1 && res->c == 'x',
+		"main's read after the rounds did not get the byte written to it (poll %d, read %ld): "
+		"handler 1's read, left by handler 2's siglongjmp, stayed on the proxy and took it",
+		res->poll, res->n);
+	t_check(res->ppid1 == res->ppid && res->ppid2 == res->ppid, "getppid returned %d and %d, the parent is %d",
+		res->ppid1, res->ppid2, (int)res->ppid);
+}
+
+#endif

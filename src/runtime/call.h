@@ -124,10 +124,37 @@ static inline bool left_wait(const struct dt_thread *t, uintptr_t frame, uintptr
  * below wait_reply's frame, strictly below.  Missed, the abandoned call stayed
  * in the proxy (a read that took the data written after it) while every
  * later call ran on this thread: run_signals' read timeout hung. */
+static inline __attribute__((always_inline)) void forget_abandoned_at(struct dt_thread *t, uintptr_t at)
+{
+	if (t->depth > 0 && left_wait(t, at, t->wait_frame))
+		proxy_abandoned(t);
+}
+
 static inline __attribute__((always_inline)) void forget_abandoned(struct dt_thread *t)
 {
-	if (t->depth > 0 && left_wait(t, (uintptr_t)__builtin_frame_address(0), t->wait_frame))
-		proxy_abandoned(t);
+	forget_abandoned_at(t, (uintptr_t)__builtin_frame_address(0));
+}
+
+/* Where a trap's call comes from, for forget_abandoned_at: the
+ * trapped code's rsp, not the frame of ours the kernel put on an armed
+ * alternate stack.  The kernel writes the frame of a trap from code on no
+ * alternate stack at the top of the runtime's signal half (stack.c,
+ * stack_real; or intercept_entry.S moves it there from the program's),
+ * below the trampoline's half (rewrite mode: the upper half).  Judged by
+ * that frame, a wait on the trampoline's half (a handler without
+ * SA_ONSTACK that interrupted a trampoline call made its own call there)
+ * seemed to be above the call, as if the call ran on top of it: the code
+ * that had left it by siglongjmp trapped (a site never run before, or a
+ * retrap: sigaltstack, fork), found nothing abandoned, ran its calls on
+ * the thread (depth 1), and the left read stayed on the proxy and took
+ * the next data (run_wait_frame_exit and run_need_trap_left in rewrite
+ * mode).  The trapped code's rsp ranks it where it runs: the thread's
+ * stack (0) for code outside handlers, below the wait for a handler on
+ * top of it (its trap nests there: the stack is disarmed in a handler),
+ * the program's alternate stack (2) for a handler there. */
+static inline uintptr_t trap_origin(const ucontext_t *uc)
+{
+	return (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
 }
 
 /* Whether t's calls run on t itself rather than on its proxy: a call made

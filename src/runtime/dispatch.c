@@ -241,8 +241,13 @@ long dt_dispatch(struct dt_thread *t, long nr, long a[6], uintptr_t ip, ucontext
 	 * path before it that asks whether a call is in flight: an unshare
 	 * ran on the thread alone and the proxy stayed in the old namespace
 	 * (proxy_renewed_around), a setuid was not made on the proxy
-	 * (MIRROR). */
-	forget_abandoned(t);
+	 * (MIRROR).  A trap is judged by the trapped code's rsp (call.h,
+	 * trap_origin), a call from the trampoline by this frame (it moved
+	 * code outside handlers to the top of its half).  Under its own test
+	 * of depth: the compiler chose between the two ahead of forget's
+	 * test, three instructions at every call. */
+	if (__builtin_expect(t->depth > 0, 0))
+		forget_abandoned_at(t, uc ? trap_origin(uc) : (uintptr_t)__builtin_frame_address(0));
 	if (t->evicted)
 		thread_end(t, THREAD_EVICTED); /* a thread pinned to its CPU took it over */
 	if (t->observed && t->pending_cpu >= 0)

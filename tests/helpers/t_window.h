@@ -174,9 +174,9 @@ static bool t_win_dr7(bool watch, bool exec)
 	return t_win_set_dr(7, v);
 }
 
-/* Function name's address and size in process pid: the libdetach.so it
- * mapped, its symbol table, its load base from /proc/PID/maps. */
-static bool t_win_find(pid_t pid, const char *name, uintptr_t *addr, size_t *size, char *why, size_t whylen)
+/* The libdetach.so that process pid mapped, mapped here (len bytes; NULL:
+ * why says why), and its load bias (the address of its vaddr 0). */
+static const unsigned char *t_win_lib(pid_t pid, uintptr_t *bias, size_t *len, char *why, size_t whylen)
 {
 	char path[64], line[512], lib[400] = "";
 	unsigned long start = 0, end, off;
@@ -185,7 +185,7 @@ static bool t_win_find(pid_t pid, const char *name, uintptr_t *addr, size_t *siz
 	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
 	if (!(f = fopen(path, "r"))) {
 		snprintf(why, whylen, "%s: %s", path, strerror(errno));
-		return false;
+		return NULL;
 	}
 	while (fgets(line, sizeof(line), f)) {
 		char file[400] = "";
@@ -198,49 +198,129 @@ static bool t_win_find(pid_t pid, const char *name, uintptr_t *addr, size_t *siz
 	fclose(f);
 	if (!lib[0]) {
 		snprintf(why, whylen, "no libdetach.so mapped in %d", (int)pid);
-		return false;
+		return NULL;
 	}
 	int fd = open(lib, O_RDONLY);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st)) {
 		snprintf(why, whylen, "%s: %s", lib, strerror(errno));
-		return false;
+		if (fd >= 0)
+			close(fd);
+		return NULL;
 	}
 	const unsigned char *m = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 	close(fd);
 	if (m == MAP_FAILED) {
 		snprintf(why, whylen, "mmap %s: %s", lib, strerror(errno));
-		return false;
+		return NULL;
 	}
 	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)m;
-	const Elf64_Shdr *sh = (const Elf64_Shdr *)(m + eh->e_shoff);
 	const Elf64_Phdr *ph = (const Elf64_Phdr *)(m + eh->e_phoff);
 	uintptr_t first_load = UINTPTR_MAX;
-	bool found = false, symtab = false;
 
 	for (int i = 0; i < eh->e_phnum; i++)
 		if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < first_load)
 			first_load = ph[i].p_vaddr & ~(uintptr_t)4095;
-	for (int i = 0; i < eh->e_shnum && !found; i++) {
+	*bias = start - first_load;
+	*len = st.st_size;
+	return m;
+}
+
+/* The function of the mapped library m that contains vaddr v (name NULL),
+ * or the one called name; NULL: none (*has_symtab false: stripped). */
+static const Elf64_Sym *t_win_sym(const unsigned char *m, const char *name, uintptr_t v, const char **sym_name,
+				  bool *has_symtab)
+{
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)m;
+	const Elf64_Shdr *sh = (const Elf64_Shdr *)(m + eh->e_shoff);
+
+	*has_symtab = false;
+	for (int i = 0; i < eh->e_shnum; i++) {
 		if (sh[i].sh_type != SHT_SYMTAB)
 			continue;
-		symtab = true;
+		*has_symtab = true;
 		const Elf64_Sym *sym = (const Elf64_Sym *)(m + sh[i].sh_offset);
 		const char *names = (const char *)(m + sh[sh[i].sh_link].sh_offset);
-		for (size_t k = 0; k < sh[i].sh_size / sizeof(*sym); k++)
-			if (ELF64_ST_TYPE(sym[k].st_info) == STT_FUNC && sym[k].st_size &&
-			    !strcmp(names + sym[k].st_name, name)) {
-				*addr = start - first_load + sym[k].st_value;
-				*size = sym[k].st_size;
-				found = true;
-				break;
+		for (size_t k = 0; k < sh[i].sh_size / sizeof(*sym); k++) {
+			if (ELF64_ST_TYPE(sym[k].st_info) != STT_FUNC || !sym[k].st_size)
+				continue;
+			if (name ? !strcmp(names + sym[k].st_name, name) :
+				   v - sym[k].st_value < sym[k].st_size) {
+				*sym_name = names + sym[k].st_name;
+				return &sym[k];
 			}
+		}
 	}
-	munmap((void *)m, st.st_size);
-	if (!found)
-		snprintf(why, whylen, "%s: %s %s", lib, symtab ? "no function in its symbol table:" :
+	return NULL;
+}
+
+/* Function name's address and size in process pid: the libdetach.so it
+ * mapped, its symbol table, its load base from /proc/PID/maps. */
+static bool t_win_find(pid_t pid, const char *name, uintptr_t *addr, size_t *size, char *why, size_t whylen)
+{
+	uintptr_t bias = 0;
+	size_t len = 0;
+	const char *found_name;
+	bool symtab;
+	const unsigned char *m = t_win_lib(pid, &bias, &len, why, whylen);
+
+	if (!m)
+		return false;
+	const Elf64_Sym *s = t_win_sym(m, name, 0, &found_name, &symtab);
+	if (s) {
+		*addr = bias + s->st_value;
+		*size = s->st_size;
+	}
+	munmap((void *)m, len);
+	if (!s)
+		snprintf(why, whylen, "libdetach.so: %s %s", symtab ? "no function in its symbol table:" :
 			 "no symbol table (stripped), looking for", name);
-	return found;
+	return s != NULL;
+}
+
+/* Where address a of process pid is, for a message: FUNCTION+0xOFF when a
+ * function of libdetach.so contains it (a return address may lie in
+ * another function than the one the test broke in: do_sigaltstack's is in
+ * dt_trampoline_dispatch, dt_dispatch's tail call to it pushed none),
+ * else the mapping it lies in (a rewritten site's stub is in an anonymous
+ * mapping near the program's code, rewrite.c), else the bare address. */
+static void t_win_where(pid_t pid, uintptr_t a, char *out, size_t outlen)
+{
+	char path[64], line[512], why[256];
+	unsigned long start, end, off;
+	uintptr_t bias = 0;
+	size_t len = 0;
+	const char *name;
+	bool symtab;
+	const unsigned char *m = t_win_lib(pid, &bias, &len, why, sizeof(why));
+	FILE *f;
+
+	snprintf(out, outlen, "%#lx", (unsigned long)a);
+	if (m) {
+		const Elf64_Sym *s = t_win_sym(m, NULL, a - bias, &name, &symtab);
+		if (s)
+			snprintf(out, outlen, "%s+%#lx", name, (unsigned long)(a - bias - s->st_value));
+		munmap((void *)m, len);
+		if (s)
+			return;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	if (!(f = fopen(path, "r")))
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char file[400] = "";
+		int n = sscanf(line, "%lx-%lx %*s %lx %*s %*s %399s", &start, &end, &off, file);
+		if (n >= 3 && a >= start && a < end) {
+			if (file[0])
+				snprintf(out, outlen, "%#lx (%s+%#lx)", (unsigned long)a, file,
+					 (unsigned long)(a - start + off));
+			else
+				snprintf(out, outlen, "%#lx (the anonymous mapping at %#lx, +%#lx: a rewritten "
+					 "site's stub?)", (unsigned long)a, start, (unsigned long)(a - start));
+			break;
+		}
+	}
+	fclose(f);
 }
 
 /* The parent of process pid, as the kernel has it (0: unreadable). */
@@ -460,8 +540,9 @@ static void t_win_run(char **argv, const char *fn, long nr, const enum t_win_poi
 		if (inject) {
 			if (round < 8)
 				res->injected_at[round] = (int)(r.rip - fa);
-			fprintf(stderr, "round %d: signal 1 %s, at %s+%#llx\n", round, t_win_point_name[point], fn,
-				r.rip - fa);
+			char where[512];
+			t_win_where(pid, r.rip, where, sizeof(where));
+			fprintf(stderr, "round %d: signal 1 %s (%s), at %s\n", round, t_win_point_name[point], fn, where);
 			t_win_dr7(false, false);
 			at_h1 = t_win_ms_since(&t0);
 			stage = W_H1;

@@ -8,7 +8,7 @@
  * it traps (the program's other calls are made once first, their sites
  * rewritten; not nanosleep: the writer's naps have rewritten its site); a
  * second thread writes the byte 50 ms into the 200 ms back-off (a read left
- * on the proxy took it, and the retry timed out).  Two roles, each its own
+ * on the proxy took it, and the retry timed out).  Three roles, each its own
  * program, natively and then under `detach run`, three times:
  *  - in-main: the read with the timeout in main code.  The alarm's
  *    handler leaves the runtime's signal stack disarmed (SS_AUTODISARM;
@@ -22,8 +22,14 @@
  *    trap is written at the top of the runtime's signal half, below the
  *    trampoline's half that holds the read's wait: judged by that frame,
  *    the trap seemed to run on top of the wait, nothing was cancelled, and
- *    the read took the byte (rewrite mode).  dt_dispatch judges a trap by
- *    the trapped code's rsp (call.h, trap_origin).
+ *    the read took the byte (rewrite mode).  dt_dispatch judges a call by
+ *    the calling code's rsp (call.h, forget_abandoned_at).
+ *  - in-main-sleep: the read with the timeout in main code, the back-off
+ *    a nanosleep, then a sigtimedwait, at sites made before (the
+ *    trampoline's sleep path, through dispatch_sleep, one frame deeper
+ *    than the read's: judged by that frame, the nanosleep seemed to run on
+ *    top of the left read's wait; and the path that saves the vector
+ *    state).
  * Timeout: 150 */
 #include "helpers/t_detach.h"
 
@@ -38,7 +44,8 @@
 
 #define LIMIT_S 30
 #define RUNS 3                  /* of each role: a new program, new sites */
-#define KINDS 5                 /* the back-offs of a run, one site each */
+#define KINDS 5                 /* the back-offs at new sites, one site each */
+#define WARM_KINDS 2            /* the back-offs at sites made before (in-main-sleep) */
 #define BACK_OFF_MS 200
 #define WRITE_AFTER_MS 50       /* into the back-off */
 
@@ -113,8 +120,13 @@ static void back_off(int k)
 	struct timeval tv = { 0, BACK_OFF_MS * 1000L };
 
 	struct epoll_event ev;
+	sigset_t usr2;
 
+	sigemptyset(&usr2);
+	sigaddset(&usr2, SIGUSR2);
 	switch (k) {
+	case KINDS: nanosleep(&ts, NULL); break;
+	case KINDS + 1: sigtimedwait(&usr2, NULL, &ts); break;
 	case 0: poll(NULL, 0, BACK_OFF_MS); break;
 	case 1: select(0, NULL, NULL, NULL, &tv); break;
 	case 2: ppoll(NULL, 0, &ts, NULL); break;
@@ -123,11 +135,12 @@ static void back_off(int k)
 	}
 }
 
-static const char *const kind_name[KINDS] = { "poll", "select", "ppoll", "pselect", "epoll_wait" };
+static const char *const kind_name[KINDS + WARM_KINDS] = { "poll", "select", "ppoll", "pselect", "epoll_wait",
+							   "nanosleep", "sigtimedwait" };
 
 /* One run of a role: the warm-up, then per kind of back-off a timeout, the
  * back-off and the retry.  0, or 10 * (kind + 1) + what went wrong. */
-static int timeouts(bool in_handler)
+static int timeouts(bool in_handler, bool warm_back_off)
 {
 	struct sigaction alarm_sa = { .sa_handler = on_alarm }, usr1_sa = { .sa_handler = on_usr1 };
 	sigset_t sigs;
@@ -157,7 +170,22 @@ static int timeouts(bool in_handler)
 	warming = 1;
 	raise(SIGUSR1);
 	warming = 0;
-	for (int k = 0; k < KINDS; k++) {
+	int k0 = 0, k1 = KINDS;
+	if (warm_back_off) {
+		/* the back-offs' sites made before (rewrite mode: they come
+		 * through the trampoline, nanosleep by dispatch_sleep,
+		 * sigtimedwait with the vector state saved) */
+		struct timespec zero = { 0, 0 };
+		sigset_t usr2;
+		sigemptyset(&usr2);
+		sigaddset(&usr2, SIGUSR2);
+		sigprocmask(SIG_BLOCK, &usr2, NULL);
+		nanosleep(&zero, NULL);
+		sigtimedwait(&usr2, NULL, &zero);
+		k0 = KINDS;
+		k1 = KINDS + WARM_KINDS;
+	}
+	for (int k = k0; k < k1; k++) {
 		int first_jumped, first_n;
 
 		jumped = 0;
@@ -178,7 +206,7 @@ static int timeouts(bool in_handler)
 		while (__atomic_load_n(&go_write, __ATOMIC_ACQUIRE))
 			__builtin_ia32_pause();
 		printf("%s, %s back-off: the read %s (%d); the retry %s (%zd '%c')\n",
-		       in_handler ? "in-handler" : "in-main", kind_name[k],
+		       in_handler ? "in-handler" : warm_back_off ? "in-main-sleep" : "in-main", kind_name[k],
 		       first_jumped ? "timed out" : "did not time out", first_n,
 		       jumped ? "timed out" : "got", read_n, read_c ? read_c : '-');
 		fflush(stdout);
@@ -202,11 +230,11 @@ static int timeouts(bool in_handler)
  * timeouts(). */
 int main(int argc, char **argv)
 {
-	static const char *const roles[] = { "in-main", "in-handler" };
+	static const char *const roles[] = { "in-main", "in-handler", "in-main-sleep" };
 
 	if (argc == 2)
-		return strcmp(argv[1], "in-main") && strcmp(argv[1], "in-handler") ? 7 :
-			timeouts(!strcmp(argv[1], "in-handler"));
+		return strcmp(argv[1], "in-main") && strcmp(argv[1], "in-handler") && strcmp(argv[1], "in-main-sleep") ? 7 :
+			timeouts(!strcmp(argv[1], "in-handler"), !strcmp(argv[1], "in-main-sleep"));
 	if (!getenv("DETACH_BIN"))
 		t_skip("DETACH_BIN is not set: run through tests/run.sh");
 	for (int i = 0; i < RUNS; i++)

@@ -135,27 +135,27 @@ static inline __attribute__((always_inline)) void forget_abandoned(struct dt_thr
 	forget_abandoned_at(t, (uintptr_t)__builtin_frame_address(0));
 }
 
-/* Where a trap's call comes from, for forget_abandoned_at: the
- * trapped code's rsp, not the frame of ours the kernel put on an armed
- * alternate stack.  The kernel writes the frame of a trap from code on no
- * alternate stack at the top of the runtime's signal half (stack.c,
- * stack_real; or intercept_entry.S moves it there from the program's),
- * below the trampoline's half (rewrite mode: the upper half).  Judged by
- * that frame, a wait on the trampoline's half (a handler without
- * SA_ONSTACK that interrupted a trampoline call made its own call there)
- * seemed to be above the call, as if the call ran on top of it: the code
- * that had left it by siglongjmp trapped (a site never run before, or a
- * retrap: sigaltstack, fork), found nothing abandoned, ran its calls on
+/* What dt_dispatch judges a call by (at, for forget_abandoned_at): the
+ * calling code's rsp, the trapped code's or the program's at the
+ * trampoline's entry, not a frame of ours, whose height depends on the way
+ * in.  The kernel writes the frame of a trap from code on no alternate
+ * stack at the top of the runtime's signal half (stack.c, stack_real; or
+ * intercept_entry.S moves it there from the program's), below the
+ * trampoline's half (rewrite mode: the upper half); the trampoline puts a
+ * vector save area (1-3 KB) below its frame for a call that may touch
+ * vector registers, and a sleep passes through dispatch_sleep's frame.
+ * Judged by such a frame, a wait on the trampoline's half left by
+ * siglongjmp (the read-timeout idiom; a handler without SA_ONSTACK that
+ * interrupted a trampoline call made its own call there) seemed to be
+ * above the next call, as if that call ran on top of it: the call ran on
  * the thread (depth 1), and the left read stayed on the proxy and took
- * the next data (run_wait_frame_exit and run_need_trap_left in rewrite
- * mode).  The trapped code's rsp ranks it where it runs: the thread's
- * stack (0) for code outside handlers, below the wait for a handler on
- * top of it (its trap nests there: the stack is disarmed in a handler),
- * the program's alternate stack (2) for a handler there. */
-static inline uintptr_t trap_origin(const ucontext_t *uc)
-{
-	return (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
-}
+ * the data written next (a back-off's nanosleep, or a trap, after the
+ * timeout: tests/run_longjmp_left_read.c).  The calling code's rsp ranks
+ * it where it runs: the thread's stack (0) for code outside handlers,
+ * below the wait for a handler on top of it (a trap nests there: the
+ * stack is disarmed in a handler; the trampoline stays on the runtime's
+ * stack), the program's alternate stack (2) for a handler there, and at
+ * or above the left call's caller for code that left it. */
 
 /* Whether t's calls run on t itself rather than on its proxy: a call made
  * by a signal handler while the proxy is busy with the call that handler

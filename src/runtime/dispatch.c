@@ -224,7 +224,7 @@ bool dispatch_general_only(long nr)
 	return nr == SYS_gettid || (r->action == FORWARD && !r->path_arg);
 }
 
-long dt_dispatch(struct dt_thread *t, long nr, long a[6], uintptr_t ip, ucontext_t *uc)
+long dt_dispatch(struct dt_thread *t, long nr, long a[6], uintptr_t ip, ucontext_t *uc, uintptr_t sp)
 {
 	/* The kernel reads the number as 32 bits (do_syscall_64's int nr), so
 	 * does the runtime: syscall(-1) is ENOSYS there, and no number of the
@@ -241,13 +241,14 @@ long dt_dispatch(struct dt_thread *t, long nr, long a[6], uintptr_t ip, ucontext
 	 * path before it that asks whether a call is in flight: an unshare
 	 * ran on the thread alone and the proxy stayed in the old namespace
 	 * (proxy_renewed_around), a setuid was not made on the proxy
-	 * (MIRROR).  A trap is judged by the trapped code's rsp (call.h,
-	 * trap_origin), a call from the trampoline by this frame (it moved
-	 * code outside handlers to the top of its half).  Under its own test
-	 * of depth: the compiler chose between the two ahead of forget's
-	 * test, three instructions at every call. */
+	 * (MIRROR).  The call is judged by the calling code's rsp (call.h,
+	 * forget_abandoned_at): the trapped code's, or the program's at the
+	 * trampoline's entry, not by a frame of ours, whose height depends on
+	 * the path (a trap's frame on the signal half, the trampoline's
+	 * vector save area, dispatch_sleep's frame).  Under its own
+	 * expected-false test of depth: the common path falls through. */
 	if (__builtin_expect(t->depth > 0, 0))
-		forget_abandoned_at(t, uc ? trap_origin(uc) : (uintptr_t)__builtin_frame_address(0));
+		forget_abandoned_at(t, sp);
 	if (t->evicted)
 		thread_end(t, THREAD_EVICTED); /* a thread pinned to its CPU took it over */
 	if (t->observed && t->pending_cpu >= 0)

@@ -1025,7 +1025,7 @@ __attribute__((noreturn)) void dt_stray_jump(uintptr_t ret)
  * other calls pay one comparison and no register for it. */
 __attribute__((noinline))
 static long dispatch_sleep(struct dt_thread *t, long nr, long *args, uintptr_t ret, struct wait_record *tail,
-			   bool *left_rest)
+			   bool *left_rest, uintptr_t sp)
 {
 	struct wait_record *outer = t->wait_tail;   /* a handler's sleep nests */
 	long r;
@@ -1038,7 +1038,7 @@ static long dispatch_sleep(struct dt_thread *t, long nr, long *args, uintptr_t r
 		tail->rip = stub_site_end(ret);    /* whose code dt_wait_end touches */
 	}
 	t->wait_tail = tail;
-	r = dt_dispatch(t, nr, args, stub_site_end(ret), NULL);
+	r = dt_dispatch(t, nr, args, stub_site_end(ret), NULL, sp);
 	t->wait_tail = outer;
 	*left_rest = tail && tail->clk >= 0;
 	return r;
@@ -1058,6 +1058,10 @@ long dt_trampoline_dispatch(long nr, long *a, long *retrap, uintptr_t ret, struc
 	/* a copy: the dispatch may rewrite arguments, the slots behind a are
 	 * what the program's registers are restored from */
 	long args[6] = { a[0], a[1], a[2], a[3], a[4], a[5] };
+	/* the program's rsp at the trampoline's entry (trampoline.S: F, at
+	 * 8(%rbp), the arguments at -48(%rbp)): what the call is judged by
+	 * when a forwarded call is in flight (dt_dispatch) */
+	uintptr_t sp = (uintptr_t)a[7];
 	bool left_rest = false;
 	/* A handler's call on the program's alternate stack takes the trap
 	 * path: it runs the runtime's work on the runtime's stack, and its
@@ -1069,9 +1073,9 @@ long dt_trampoline_dispatch(long nr, long *a, long *retrap, uintptr_t ret, struc
 		return 0;
 	}
 	if (__builtin_expect(nr == SYS_nanosleep || nr == SYS_clock_nanosleep, 0))
-		r = dispatch_sleep(t, nr, args, ret, tail, &left_rest);
+		r = dispatch_sleep(t, nr, args, ret, tail, &left_rest, sp);
 	else
-		r = dt_dispatch(t, nr, args, stub_site_end(ret), NULL);
+		r = dt_dispatch(t, nr, args, stub_site_end(ret), NULL, sp);
 	/* The request for the trap path is this call's own result (call.h,
 	 * DT_NEED_TRAP), not state of the thread: a handler's call made in
 	 * any window of this one, or abandoned there by a second handler's

@@ -19,6 +19,7 @@
 #include "runtime/cputime.h"
 #include "runtime/identity.h"
 #include "runtime/lifecycle.h"
+#include "runtime/membarrier.h"
 #include "runtime/sandbox.h"
 #include "runtime/sched.h"
 #include "runtime/seccomp.h"
@@ -162,6 +163,7 @@ static const struct rule rules[DT_NR_SYSCALLS] = {
 	[SYS_gettid]          = R_EMU(do_gettid, "the answer is known"),
 	[SYS_getcpu]          = R_EMU(do_getcpu, "the detached thread stays on its CPU"),
 	[SYS_sched_yield]     = R_EMU(do_sched_yield, "would yield the proxy; alone on its CPU there is nobody to yield to"),
+	[SYS_membarrier]      = R_FN(do_membarrier, "the runtime's registration for its patches is not the program's"),
 	/* paths */
 	[SYS_open] = R_PATH(0), [SYS_openat] = R_PATH(1), [SYS_openat2] = R_PATH(1),
 	[SYS_stat] = R_PATH(0), [SYS_lstat] = R_PATH(0), [SYS_newfstatat] = R_PATH(1),

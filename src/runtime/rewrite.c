@@ -60,6 +60,7 @@
 #include "runtime/clock.h"
 #include "runtime/config.h"
 #include "runtime/dispatch.h"
+#include "runtime/membarrier.h"
 #include "lib/util.h"
 
 #include <cpuid.h>
@@ -214,7 +215,7 @@ int rewrite_init(void)
 	 * then on MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE makes every CPU
 	 * that runs a thread of ours execute a core-serializing instruction.
 	 * Without it no five bytes can change under other threads. */
-	can_serialize = sys_call3(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0) == 0;
+	can_serialize = membarrier_register_sync_core();
 	if (!can_serialize)
 		return -ENOSYS;
 	vdso_range();

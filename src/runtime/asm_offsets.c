@@ -56,6 +56,7 @@ void asm_offsets(void)
 	DEFINE(REWRITE_HASH_MUL, REWRITE_HASH_MUL);
 	DEFINE(REWRITE_HASH_SHIFT, REWRITE_HASH_SHIFT);
 	DEFINE(RET_TO_SITE, RET_TO_SITE);
+	DEFINE(FLAGS_ARITH_ONLY, FLAGS_ARITH_ONLY);  /* the way back's flags without popfq */
 
 	/* struct dt_thread (thread.h), through dt_self */
 	DEFINE(T_VFORK_CHILD, offsetof(struct dt_thread, vfork_child));

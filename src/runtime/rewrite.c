@@ -207,6 +207,10 @@ int rewrite_init(void)
 	/* xsave must exist and be enabled by the OS */
 	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27)))
 		return -ENOTSUP;
+	/* lahf/sahf in 64-bit mode (trampoline.S's way back): every x86-64
+	 * CPU but the first Pentium 4s and Athlon 64s */
+	if (!__get_cpuid(0x80000001, &a, &b, &c, &d) || !(c & 1u))
+		return -ENOTSUP;
 	__cpuid_count(0xd, 0, a, b, c, d);
 	dt_xsave_size = (b + 63) & ~63u;       /* standard format, enabled features */
 	__cpuid_count(0xd, 1, a, b, c, d);

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <ucontext.h>
+#include <asm/processor-flags.h>
 
 #include "runtime/thread.h"
 
@@ -26,6 +27,12 @@ enum site_kind {
 /* A stub's `jmp site` (to the kept `syscall`), counted from its `ret`:
  * where trampoline.S sends the calls it cannot return from. */
 #define RET_TO_SITE 20
+/* The flags the trampoline's way back restores without popfq (sahf, and an
+ * add for OF): the arithmetic ones, IF and the reserved bit 1, always set
+ * in user mode.  Saved flags with any other bit set (DF, TF, AC, ID) take
+ * popfq. */
+#define FLAGS_ARITH_ONLY (X86_EFLAGS_CF | X86_EFLAGS_FIXED | X86_EFLAGS_PF | X86_EFLAGS_AF | \
+			  X86_EFLAGS_ZF | X86_EFLAGS_SF | X86_EFLAGS_IF | X86_EFLAGS_OF)
 
 int rewrite_init(void) DT_HIDDEN;
 /* Before a site is staged with int3: is SIGTRAP's action ours?  (intercept.c's

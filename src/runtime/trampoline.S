@@ -167,8 +167,29 @@ dt_trampoline_entry:
 	popq %rbp
 	popq %rsp                       /* F, on the program's stack */
 	movq (%rsp), %r11               /* r11 as the kernel leaves it: the flags */
-	popfq
+	/* The flags back.  popfq costs some 10 cycles on the way back of
+	 * every call (and of every timed wait's wake-up); flags that hold
+	 * nothing but the arithmetic ones (with IF and the reserved bit 1,
+	 * always set in user mode) come back from the saved copy through
+	 * sahf, with OF from an add that overflows exactly when it was set.
+	 * DF is clear then, as the runtime left it (cld above).  Anything
+	 * else (DF, TF, AC, ID set) takes popfq.  rcx holds the result
+	 * meanwhile: the stub sets rcx after the `ret`. */
+	testl $~FLAGS_ARITH_ONLY, %r11d
+	jnz .Lpopfq
+	movq %rax, %rcx
+	movl %r11d, %eax
+	shll $8, %eax                   /* ah: the low byte: SF ZF AF PF CF */
+	movb $0x7f, %al
+	btl $11, %r11d                  /* CF: the saved OF */
+	adcb $0, %al                    /* 0x7f + 1 overflows: OF as saved */
+	sahf                            /* SF ZF AF PF CF; OF stays */
+	movq %rcx, %rax
+	leaq 8(%rsp), %rsp              /* past the saved flags (lea: they stay) */
 	ret                             /* to the stub, which sets rcx and rsp */
+.Lpopfq:
+	popfq
+	ret
 
 .Lsave_vectors:
 	andq $-64, %rsp                 /* xsave wants 64-byte alignment */

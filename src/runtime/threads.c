@@ -35,6 +35,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -248,6 +249,25 @@ static int arm(struct dt_thread *t)
 	return err;
 }
 
+/* The kernel's figures of the calling thread (faults, switches).
+ * getrusage(RUSAGE_THREAD) gives the four that /proc/self/task/TID/stat and
+ * status show, without looking that directory up: a /proc/<tgid>/task/<tid>
+ * looked up once leaves dentries that the thread's exit must remove, and
+ * an exit starved there stalled its process (bench_evlat beside
+ * stress-ng).  Raw: it may run inside the trap.  All 0 if refused. */
+static void own_counters(struct kernel_counters *k)
+{
+	struct rusage ru;
+
+	memset(k, 0, sizeof(*k));
+	if (sys_call2(SYS_getrusage, RUSAGE_THREAD, &ru))
+		return;
+	k->minflt = (uint64_t)ru.ru_minflt;
+	k->majflt = (uint64_t)ru.ru_majflt;
+	k->vol_switches = (uint64_t)ru.ru_nvcsw;
+	k->invol_switches = (uint64_t)ru.ru_nivcsw;
+}
+
 /* ---- what a proxy does for the services above it (proxy.h) -------------- */
 
 static void proxy_retires(struct dt_thread *t)
@@ -255,10 +275,10 @@ static void proxy_retires(struct dt_thread *t)
 	cputime_proxy_retires(t->stats);
 }
 
-/* on the proxy, as the thread exits or attaches again: its kernel figures */
+/* on the proxy, as the thread exits or attaches again (its kernel figures
+ * are its own: thread_end) */
 static void proxy_counters(struct dt_thread *t)
 {
-	kernel_counters_read(0, t->tid, &t->stats->at_exit);
 	cputime_proxy_ends(t->stats);
 	t->stats->ended = 1;
 }
@@ -322,7 +342,7 @@ int detach_thread(struct dt_thread *t, int cpu)
 		   cpulist_format(&dt_cfg.housekeeping, (char[256]){ 0 }, 256),
 		   dt_cfg.proxy_wait == PROXY_SPIN ? "spin" : "adaptive", dt_cfg.mode);
 	dt_self = t;
-	kernel_counters_read(0, t->tid, &t->stats->at_detach);
+	own_counters(&t->stats->at_detach);
 	t->stats->state = 1;
 	if (!(err = arm(t)))                    /* selector BLOCK from here */
 		return 0;
@@ -405,6 +425,7 @@ void thread_end(struct dt_thread *t, enum thread_end how)
 		 * ends it */
 		if (t->depth > 0)
 			proxy_abandoned(t);
+		own_counters(&t->stats->at_exit);
 		proxy_stop(t);
 		t->stats->state = 0;
 	}

@@ -14,7 +14,7 @@
 #include <sys/mman.h>
 
 #define CORRUPTIONS 1000000
-#define MSG 48
+#define MSG T_MSG_SIZE
 #define SEC 1000000000ull
 
 static char down_name[64], up_name[64];          /* detached -> Linux, Linux -> detached */
@@ -25,26 +25,6 @@ struct shared {                                  /* a dt_shm region between the 
 	volatile uint64_t calls_after[2];        /* the Linux peers' calls in the recovery window */
 };
 static struct shared *sh;
-
-struct msg {
-	uint64_t seq, sum;
-	char fill[MSG - 16];
-};
-
-static void msg_make(struct msg *m, uint64_t seq)
-{
-	m->seq = seq;
-	memset(m->fill, (int)(seq & 0xff), sizeof(m->fill));
-	m->sum = seq * 0x9e3779b97f4a7c15ull;
-}
-
-static bool msg_ok(const struct msg *m)
-{
-	for (size_t i = 0; i < sizeof(m->fill); i++)
-		if (m->fill[i] != (char)(m->seq & 0xff))
-			return false;
-	return m->sum == m->seq * 0x9e3779b97f4a7c15ull;
-}
 
 /* A buffer of exactly MSG bytes that ends at an inaccessible page. */
 static struct msg *guarded_buffer(void)

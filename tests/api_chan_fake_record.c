@@ -13,7 +13,7 @@
 
 #include <sys/mman.h>
 
-#define MSG 48
+#define MSG T_MSG_SIZE
 #define SEC 1000000000ull
 
 static char down_name[64], up_name[64];          /* detached -> Linux, Linux -> detached */
@@ -24,26 +24,6 @@ struct shared {                                  /* a dt_shm region between the 
 	volatile uint64_t intact[2], badmsg_put[2];
 };
 static struct shared *sh;
-
-struct msg {
-	uint64_t seq, sum;
-	char fill[MSG - 16];
-};
-
-static void msg_make(struct msg *m, uint64_t seq)
-{
-	m->seq = seq;
-	memset(m->fill, (int)(seq & 0xff), sizeof(m->fill));
-	m->sum = seq * 0x9e3779b97f4a7c15ull;
-}
-
-static bool msg_ok(const struct msg *m)
-{
-	for (size_t i = 0; i < sizeof(m->fill); i++)
-		if (m->fill[i] != (char)(m->seq & 0xff))
-			return false;
-	return m->sum == m->seq * 0x9e3779b97f4a7c15ull;
-}
 
 /* Waits (spinning: the detached thread may not sleep) for the phase, 10 s
  * at most. */
@@ -109,12 +89,27 @@ static int linux_consumer(void)
 	return 0;
 }
 
+/* Puts message seq on c and counts it: the next seq once it went, a
+ * refusal with -EBADMSG in badmsg_put[dir] (0 detached -> Linux, 1 back).
+ * dt_chan_put's result. */
+static int put_next(struct dt_chan *c, uint64_t *seq, int dir)
+{
+	struct msg m;
+	int err;
+
+	msg_make(&m, *seq);
+	err = dt_chan_put(c, &m, sizeof(m));
+	if (err == 0)
+		(*seq)++;
+	else if (err == -EBADMSG)
+		sh->badmsg_put[dir]++;
+	return err;
+}
+
 static int linux_producer(void)
 {
 	struct dt_chan *p;
-	struct msg m;
 	uint64_t seq = 1;
-	int err;
 
 	if (dt_chan_open(up_name, DT_CHAN_PRODUCER, 0, &p))
 		return 2;
@@ -124,25 +119,17 @@ static int linux_producer(void)
 	sh->filled[1] = 1;
 	if (!phase_at_least(RUN))
 		return 4;
-	while (sh->phase != STOP) {
-		msg_make(&m, seq);
-		err = dt_chan_put(p, &m, sizeof(m));
-		if (err == 0)
-			seq++;
-		else if (err == -EBADMSG)
-			sh->badmsg_put[1]++;
-		if (err)
+	while (sh->phase != STOP)
+		if (put_next(p, &seq, 1))
 			usleep(10);
-	}
 	return 0;
 }
 
 static void *detached_side(void *arg)
 {
 	struct dt_chan *down, *up;
-	struct msg m, in;
+	struct msg in;
 	uint64_t seq = 1;
-	int err;
 
 	(void)arg;
 	if (dt_chan_open(down_name, DT_CHAN_PRODUCER, 0, &down) || dt_chan_open(up_name, DT_CHAN_CONSUMER, 0, &up)) {
@@ -156,12 +143,7 @@ static void *detached_side(void *arg)
 		sh->filled[0] = 1;
 		if (phase_at_least(DRAIN) && drain_then_take(up, 1, 0) && phase_at_least(RUN)) {
 			while (sh->phase != STOP) {
-				msg_make(&m, seq);
-				err = dt_chan_put(down, &m, sizeof(m));
-				if (err == 0)
-					seq++;
-				else if (err == -EBADMSG)
-					sh->badmsg_put[0]++;
+				put_next(down, &seq, 0);
 				if (dt_chan_get(up, &in, MSG, 0) == MSG && msg_ok(&in))
 					sh->intact[1]++;
 			}

@@ -236,8 +236,10 @@ static bool skip_taken(struct dt_chan *c, uint64_t h)
 {
 	uint64_t pos = c->pos, bytes;
 
+	if (c->stream)          /* no headers to read */
+		return false;
 	/* at most a ring of records of 8 bytes or more */
-	while (!c->stream && pos != h && h - pos <= c->ring_bytes && header_ok(c, pos, header_at(c, pos), &bytes) &&
+	while (pos != h && h - pos <= c->ring_bytes && header_ok(c, pos, header_at(c, pos), &bytes) &&
 	       bytes <= h - pos)
 		pos += bytes;
 	if (pos != h)

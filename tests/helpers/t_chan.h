@@ -13,6 +13,29 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+/* A message that says whether it arrived whole (the corruption tests):
+ * its sequence number, a fill byte from it and a checksum of it. */
+#define T_MSG_SIZE 48
+struct msg {
+	uint64_t seq, sum;
+	char fill[T_MSG_SIZE - 16];
+};
+
+static inline void msg_make(struct msg *m, uint64_t seq)
+{
+	m->seq = seq;
+	memset(m->fill, (int)(seq & 0xff), sizeof(m->fill));
+	m->sum = seq * 0x9e3779b97f4a7c15ull;
+}
+
+static inline bool msg_ok(const struct msg *m)
+{
+	for (size_t i = 0; i < sizeof(m->fill); i++)
+		if (m->fill[i] != (char)(m->seq & 0xff))
+			return false;
+	return m->sum == m->seq * 0x9e3779b97f4a7c15ull;
+}
+
 /* What a thread costs the kernel: system calls that read or wrote
  * (io syscr, syscw), sleeps (voluntary switches), kernel time (stat stime). */
 struct t_kernel {

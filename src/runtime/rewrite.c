@@ -28,8 +28,11 @@
  * `syscall` is kept, so a thread stopped between the moved instructions
  * and it (preempted, in a signal handler, in the kernel restarting a call)
  * still finds a real syscall that traps or runs as before.  A window of two
- * or more instructions has boundaries inside the jump: docs/runtime.md says
- * what that leaves unguarded.
+ * or more instructions has boundaries inside the jump, where a thread that
+ * ran its first instructions may resume: each holds an int3 for good (in
+ * the filler after the jump, or in its rel32, the stub placed so that the
+ * byte is 0xcc: inner_bounds), which sends the thread to the same offset
+ * in the stub.
  *
  * The trampoline sends the calls it cannot return from to ret+20, that is
  * to the kept `syscall` with the program's own rsp: rt_sigreturn (its frame
@@ -40,12 +43,13 @@
  *
  * Five bytes change under other threads that may be running them, so they
  * change as the kernel changes its own live text (text_poke_bp): int3 on
- * the first byte, serialize every CPU, the other bytes, serialize, the
- * first byte.  A thread fetches the old instruction, the int3 or the jump,
- * never a mix, wherever the bytes sit (across a cache line, across a page).
- * A thread that meets the int3 is sent to the stub, which does the moved
- * instruction itself (rewrite_int3, from the runtime's SIGTRAP handler in
- * intercept.c).
+ * the first byte and on every inner boundary, serialize every CPU, the
+ * other bytes, serialize, the first byte.  A thread fetches the old
+ * instruction, the int3 or the jump, never a mix, at whichever instruction
+ * boundary of the window it stands, wherever the bytes sit (across a cache
+ * line, across a page).  A thread that meets an int3 is sent to the stub,
+ * which does the moved instructions itself (rewrite_int3, from the
+ * runtime's SIGTRAP handler in intercept.c).
  *
  * What is never rewritten (the site keeps trapping, which always works, and
  * is counted): the vDSO; a site whose code cannot be read; a site with no
@@ -107,6 +111,9 @@ volatile uintptr_t dt_rewritten_sites[REWRITE_SITES] DT_HIDDEN;
 static volatile uintptr_t patched[REWRITE_SITES], starts[REWRITE_SITES], refused[REWRITE_SITES];
 static uint32_t refused_traps[REWRITE_SITES];   /* traps at each refused site (coverage) */
 static uintptr_t start_stub[REWRITE_SITES];
+/* a start's window's inner boundaries (bit b: offset b), published with it:
+ * an int3 there sends a thread to the same offset in the stub */
+static uint16_t start_bounds[REWRITE_SITES];
 static unsigned patched_count;          /* under patch_lock */
 static volatile int patch_lock;
 static uintptr_t vdso_lo, vdso_hi;    /* never rewritten: the kernel's own code */
@@ -119,8 +126,8 @@ static bool rehearse_returns;
 #define ARCH_SHSTK_STATUS 0x5005        /* asm/prctl.h of Linux 6.6+ */
 #define ARCH_SHSTK_SHSTK  1ul
 
-/* The pages the stubs live in, each filled from its start (under patch_lock) */
-static struct { uintptr_t base; unsigned used; } stub_pages[STUB_PAGES];
+/* The pages the stubs live in, a bit per slot in use (under patch_lock) */
+static struct { uintptr_t base; uint64_t used; } stub_pages[STUB_PAGES];
 static unsigned stub_page_count;
 
 /* Every site met, for the coverage by mapping (rewrite_coverage): appended
@@ -152,9 +159,10 @@ static bool table_has(volatile uintptr_t *tab, uintptr_t a)
 	return table_find(tab, a) >= 0;
 }
 
-/* Adds a (with val in vals[slot], published with it, when vals is given);
- * the slot, or -1 when full (the site keeps trapping). */
-static long table_add(volatile uintptr_t *tab, uintptr_t *vals, uintptr_t a, uintptr_t val)
+/* Adds a (with val in vals[slot] and val2 in vals2[slot], published with
+ * it, when given); the slot, or -1 when full (the site keeps trapping). */
+static long table_add2(volatile uintptr_t *tab, uintptr_t *vals, uintptr_t a, uintptr_t val, uint16_t *vals2,
+		       uint16_t val2)
 {
 	for (size_t i = slot_of(a), n = 0; n < REWRITE_SITES; i = (i + 1) & (REWRITE_SITES - 1), n++) {
 		uintptr_t v = tab[i];
@@ -162,6 +170,8 @@ static long table_add(volatile uintptr_t *tab, uintptr_t *vals, uintptr_t a, uin
 			return (long)i;
 		if (vals && !v)
 			vals[i] = val;   /* the adders hold patch_lock: nobody else writes it */
+		if (vals2 && !v)
+			vals2[i] = val2;
 		/* compare-and-swap: refused sites are added without the lock
 		 * (warm-up only: the steady state only reads the tables) */
 		if (!v && __atomic_compare_exchange_n(&tab[i], &v, a, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
@@ -170,6 +180,11 @@ static long table_add(volatile uintptr_t *tab, uintptr_t *vals, uintptr_t a, uin
 			return (long)i;
 	}
 	return -1;
+}
+
+static long table_add(volatile uintptr_t *tab, uintptr_t *vals, uintptr_t a, uintptr_t val)
+{
+	return table_add2(tab, vals, a, val, NULL, 0);
 }
 
 static void log_site(uintptr_t site, uint8_t kind, const char *why)
@@ -590,41 +605,132 @@ static const char *refusal(uintptr_t site, const greg_t *g, struct window *w, ui
 
 /* ---- the stubs */
 
-/* A slot for a stub within reach of [start, site + 2): in a stub page
- * already mapped, or in a new one mapped near the code (below it first:
- * above an executable lies its heap, which must stay free to grow).  Under
- * patch_lock.  0: none. */
-static uintptr_t stub_slot(uintptr_t start)
+/* The rel32 of a window's jump (e9 rel32 at start) and its inner
+ * boundaries.  A thread stopped at an inner boundary when the jump is
+ * stored resumes there: inside the jump's rel32 (offsets 1-4) or in the
+ * int3 filler after it (5 and on).  Each such byte must be an int3 that
+ * rewrite_int3 knows, which sends the thread to the same offset in the
+ * stub (the window's instructions sit there at the same offsets).  In the
+ * filler it is one already; inside the rel32 the stub's address is chosen
+ * so that the byte is 0xcc: the bytes of (uint32_t)rel32 under *mask must
+ * equal *val.  Offset 1 never is a boundary (the shortest instruction of
+ * the whitelist has 2 bytes), so the rel32's low byte is free and a slot
+ * stays 64-byte aligned. */
+static uint16_t inner_bounds(const struct window *w, uint32_t *mask, uint32_t *val)
+{
+	uint16_t bounds = 0;
+
+	*mask = *val = 0;
+	for (unsigned i = 0; i + 1 < w->ninsn; i++) {
+		unsigned b = w->bound[i];
+		bounds |= (uint16_t)(1u << b);
+		if (b >= 2 && b <= 4) {
+			*mask |= 0xffu << (8 * (b - 1));
+			*val |= 0xccu << (8 * (b - 1));
+		}
+	}
+	return bounds;
+}
+
+/* The least u >= from (unsigned, up to 2^32) with (u & m) == v; above
+ * 0xffffffff: none. */
+static uint64_t next_match(uint64_t u, uint32_t m, uint32_t v)
+{
+	while (u <= 0xffffffffull) {
+		uint32_t diff = ((uint32_t)u ^ v) & m;
+		if (!diff)
+			return u;
+		int p = 31 - __builtin_clz(diff);
+		uint64_t above = u >> (p + 1) << (p + 1);
+		if (v >> p & 1)         /* u has 0 there: set it, the least below */
+			u = above | (1ull << p) | (v & m & ((1u << p) - 1));
+		else                    /* u has 1 there: carry into the bits above */
+			u = above + (1ull << (p + 1));
+	}
+	return u;
+}
+
+/* Whether a stub at slot is in reach of a jump at start and has the rel32
+ * bytes (mask, val) asks for */
+static bool slot_fits(uintptr_t slot, uintptr_t start, uint32_t mask, uint32_t val)
+{
+	int64_t rel = (int64_t)(slot - (start + 5));
+
+	return rel > -(int64_t)(NEAR - 2 * 4096) && rel < (int64_t)(NEAR - 2 * 4096) &&
+	       ((uint32_t)rel & mask) == val;
+}
+
+/* The least 64-byte aligned slot in [lo, hi) that fits (slot_fits), or 0 */
+static uintptr_t slot_in(uintptr_t lo, uintptr_t hi, uintptr_t start, uint32_t mask, uint32_t val)
+{
+	uintptr_t s = lo + (-lo & (STUB_SLOT - 1));
+	int64_t rel = (int64_t)(s - (start + 5));
+
+	if (rel <= -(int64_t)NEAR || rel >= (int64_t)NEAR)
+		return 0;
+	if (mask) {
+		/* in the order of signed values: the sign bit flipped */
+		uint64_t u = next_match((uint32_t)(int32_t)rel ^ 0x80000000u, mask, val ^ (mask & 0x80000000u));
+		if (u > 0xffffffffull)
+			return 0;
+		s = start + 5 + (uintptr_t)(intptr_t)(int32_t)((uint32_t)u ^ 0x80000000u);
+		s += -s & (STUB_SLOT - 1);      /* the low byte is free: no carry */
+	}
+	return s + STUB_SLOT <= hi && slot_fits(s, start, mask, val) ? s : 0;
+}
+
+/* A slot for a stub within reach of [start, site + 2), whose rel32 from
+ * the jump at start has the bytes (mask, val) asks for (inner_bounds; 0:
+ * any): in a stub page already mapped, or in a new one mapped near the
+ * code (below it first: above an executable lies its heap, which must
+ * stay free to grow).  Under patch_lock.  0: none. */
+static uintptr_t stub_slot(uintptr_t start, uint32_t mask, uint32_t val)
 {
 	for (unsigned i = 0; i < stub_page_count; i++) {
 		uintptr_t b = stub_pages[i].base;
-		uintptr_t dist = b > start ? b - start : start - b;
-		if (dist < NEAR - 2 * 4096 && stub_pages[i].used < 4096 / STUB_SLOT)
-			return b + STUB_SLOT * stub_pages[i].used++;
+		for (unsigned k = 0; k < 4096 / STUB_SLOT; k++) {
+			if (stub_pages[i].used >> k & 1)
+				continue;
+			if (!slot_fits(b + STUB_SLOT * k, start, mask, val))
+				continue;
+			stub_pages[i].used |= 1ull << k;
+			return b + STUB_SLOT * k;
+		}
 	}
 	if (stub_page_count == STUB_PAGES)
 		return 0;
 	/* 2 MiB steps, down then up, up to 1 GiB away; never below
-	 * mmap_min_addr (the kernel refuses those) */
+	 * mmap_min_addr (the kernel refuses those).  With a mask, the least
+	 * slot of each step that fits, or of the next few pages that fit
+	 * there when that one is taken (a 2 MiB step holds a fitting slot for
+	 * a mask of the rel32's second byte; one step in eight for the
+	 * third; the fourth only about 860 MiB below the code) */
 	for (int k = 1; k <= 1024; k++) {
 		long step = (k & 1 ? -1 : 1) * (long)((k + 1) / 2) * (2l << 20);
-		uintptr_t hint = ((start & ~((2ul << 20) - 1)) + (uintptr_t)step);
-		if ((long)hint < (1l << 20) || hint >= (1ul << 47) - 4096)
-			continue;
-		long p = sys_call6(SYS_mmap, (long)hint, 4096, PROT_READ | PROT_EXEC,
-				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-		if (p < 0 && p > -4096)
-			continue;
-		if ((uintptr_t)p != hint) {     /* a kernel older than 4.17 took it as a hint */
-			sys_call2(SYS_munmap, p, 4096);
-			continue;
+		uintptr_t region = ((start & ~((2ul << 20) - 1)) + (uintptr_t)step), from = region;
+		for (int tries = 0; tries < (mask ? 4 : 1); tries++) {
+			uintptr_t slot = slot_in(from, region + (2ul << 20), start, mask, val);
+			if (!slot)
+				break;
+			uintptr_t hint = slot & ~4095ul;
+			from = hint + 4096;
+			if ((long)hint < (1l << 20) || hint >= (1ul << 47) - 4096)
+				break;
+			long p = sys_call6(SYS_mmap, (long)hint, 4096, PROT_READ | PROT_EXEC,
+					   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+			if (p < 0 && p > -4096)
+				continue;
+			if ((uintptr_t)p != hint) {     /* a kernel older than 4.17 took it as a hint */
+				sys_call2(SYS_munmap, p, 4096);
+				break;
+			}
+			/* named in /proc/PID/maps where the kernel can (5.17+) */
+			sys_call6(SYS_prctl, PR_SET_VMA, PR_SET_VMA_ANON_NAME, p, 4096, (long)"detach stubs", 0);
+			stub_pages[stub_page_count].base = (uintptr_t)p;
+			stub_pages[stub_page_count].used = 1ull << ((slot - hint) / STUB_SLOT);
+			stub_page_count++;
+			return slot;
 		}
-		/* named in /proc/PID/maps where the kernel can (5.17+) */
-		sys_call6(SYS_prctl, PR_SET_VMA, PR_SET_VMA_ANON_NAME, p, 4096, (long)"detach stubs", 0);
-		stub_pages[stub_page_count].base = (uintptr_t)p;
-		stub_pages[stub_page_count].used = 1;
-		stub_page_count++;
-		return (uintptr_t)p;
 	}
 	return 0;
 }
@@ -713,17 +819,24 @@ static void serialize_all(struct dt_thread *t)
  * runs a stale copy of them.  The last store needs no serialization after
  * it: a CPU that still decodes the int3 is sent on by the handler, which
  * stays valid for the site for good. */
-static void store_jump(struct dt_thread *t, volatile uint8_t *b, const struct window *w, uintptr_t stub)
+static void store_jump(struct dt_thread *t, volatile uint8_t *b, const struct window *w, uintptr_t stub,
+		       uint16_t bounds)
 {
 	uint8_t jmp[WIN_MAX];
 
-	memset(jmp, 0xcc, sizeof(jmp));   /* past the jump (a longer window): never run */
+	memset(jmp, 0xcc, sizeof(jmp));   /* past the jump (a longer window): int3, for good */
 	jmp[0] = 0xe9;
 	put_rel32(jmp + 1, w->start + 5, stub);
+	/* the first byte and every inner boundary (an int3 in the final
+	 * bytes too: inner_bounds chose the stub so) */
 	__atomic_store_n(&b[0], (uint8_t)0xcc, __ATOMIC_RELEASE);
+	for (unsigned i = 1; i < w->len; i++)
+		if (bounds >> i & 1)
+			__atomic_store_n(&b[i], (uint8_t)0xcc, __ATOMIC_RELEASE);
 	serialize_all(t);
 	for (unsigned i = 1; i < w->len; i++)
-		__atomic_store_n(&b[i], jmp[i], __ATOMIC_RELAXED);
+		if (!(bounds >> i & 1))
+			__atomic_store_n(&b[i], jmp[i], __ATOMIC_RELAXED);
 	serialize_all(t);
 	__atomic_store_n(&b[0], (uint8_t)0xe9, __ATOMIC_RELEASE);
 }
@@ -809,7 +922,11 @@ static enum patch patch_site(struct dt_thread *t, uintptr_t site, const struct w
 	}
 	if (patched_count >= REWRITE_SITES / 2 || !rewrite_own_sigtrap())
 		goto out;
-	uintptr_t slot = stub_slot(w->start);
+	uint32_t mask, val;
+	uint16_t bounds = w->pad_len ? 0 : inner_bounds(w, &mask, &val);
+	if (w->pad_len)
+		mask = val = 0;
+	uintptr_t slot = stub_slot(w->start, mask, val);
 	if (!slot) {
 		r = NO_STUB;
 		goto out;
@@ -831,14 +948,14 @@ static enum patch patch_site(struct dt_thread *t, uintptr_t site, const struct w
 	    (!w->pad_len || !memcmp((const void *)w->pad, w->pad_bytes, w->pad_len))) {
 		/* Known before the bytes change: another thread may meet the
 		 * int3 or take the jump the moment it is stored. */
-		long s = table_add(starts, start_stub, w->start, slot);
+		long s = table_add2(starts, start_stub, w->start, slot, start_bounds, bounds);
 		if (s >= 0 && (!w->pad_len || table_add(starts, start_stub, w->pad, w->start) >= 0) &&
 		    table_add(dt_rewritten_sites, NULL, ret, 0) >= 0 && table_add(patched, NULL, site, 0) >= 0) {
 			patched_count++;
 			if (w->pad_len)
 				store_hop(t, w, slot);
 			else
-				store_jump(t, (volatile uint8_t *)w->start, w, slot);
+				store_jump(t, (volatile uint8_t *)w->start, w, slot, bounds);
 			r = PATCHED;
 		}
 	}
@@ -850,19 +967,34 @@ out:
 }
 
 /* A SIGTRAP at rip: was it the int3 of a site being rewritten (rip is the
- * byte after it)?  Then the thread is sent on as if the jump had run: to
- * the stub, which does the moved instruction itself.  The trampoline then
- * does for this thread whatever a rewritten site does (detached: the
- * runtime's call; any other thread: the system call). */
+ * byte after it)?  At a window's first byte, the thread is sent on as if
+ * the jump had run: to the stub, which does the moved instructions itself.
+ * At an inner boundary of a window (store_jump leaves an int3 there for
+ * good), the thread had run the instructions before it when the jump was
+ * stored: it goes on at the same offset in the stub, which holds them at
+ * the same offsets.  The trampoline then does for this thread whatever a
+ * rewritten site does (detached: the runtime's call; any other thread: the
+ * system call). */
 bool rewrite_int3(ucontext_t *uc)
 {
 	greg_t *g = uc->uc_mcontext.gregs;
+	uintptr_t at = (uintptr_t)g[REG_RIP] - 1;
 	long s;
 
-	if (!dt_rewrite_on || (s = table_find(starts, (uintptr_t)g[REG_RIP] - 1)) < 0)
+	if (!dt_rewrite_on)
 		return false;
-	g[REG_RIP] = (greg_t)start_stub[s];
-	return true;
+	if ((s = table_find(starts, at)) >= 0) {
+		g[REG_RIP] = (greg_t)start_stub[s];
+		return true;
+	}
+	/* an inner boundary's int3 is ours only while its window's jump
+	 * stands: no other code can have put one there */
+	for (unsigned b = 2; b < WIN_MAX; b++)
+		if ((s = table_find(starts, at - b)) >= 0 && (start_bounds[s] >> b & 1)) {
+			g[REG_RIP] = (greg_t)(start_stub[s] + b);
+			return true;
+		}
+	return false;
 }
 
 /* Called from the trap handler of a detached thread for the site that just

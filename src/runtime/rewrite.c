@@ -726,6 +726,12 @@ static uintptr_t stub_slot(uintptr_t start, uint32_t mask, uint32_t val)
 			}
 			/* named in /proc/PID/maps where the kernel can (5.17+) */
 			sys_call6(SYS_prctl, PR_SET_VMA, PR_SET_VMA_ANON_NAME, p, 4096, (long)"detach stubs", 0);
+			/* the runtime's code, locked as memlock.c locks the rest of
+			 * it (--mlock all: MCL_FUTURE has); a stub swapped out would
+			 * fault on the detached CPU.  Refused (RLIMIT_MEMLOCK): it
+			 * still runs, as the program's own code does */
+			if (dt_cfg.mlock == MLOCK_THREAD)
+				sys_call2(SYS_mlock, p, 4096);
 			stub_pages[stub_page_count].base = (uintptr_t)p;
 			stub_pages[stub_page_count].used = 1ull << ((slot - hint) / STUB_SLOT);
 			stub_page_count++;

@@ -114,6 +114,14 @@ static uintptr_t start_stub[REWRITE_SITES];
 /* a start's window's inner boundaries (bit b: offset b), published with it:
  * an int3 there sends a thread to the same offset in the stub */
 static uint16_t start_bounds[REWRITE_SITES];
+/* a patched site's window start (its jump, or a hop's entry) */
+static uintptr_t patched_start[REWRITE_SITES];
+/* A key no longer valid (the code it was about is gone: stale_site): probes
+ * go on past it, nothing matches it.  No site or start is at address 1. */
+#define TOMB 1ul
+/* The window (and a hop's pad) whose bytes patch_site is changing, 0: none
+ * (written under patch_lock, read by rewrite_int3 without it) */
+static volatile uintptr_t patching_start, patching_pad;
 static unsigned patched_count;          /* under patch_lock */
 static volatile int patch_lock;
 static uintptr_t vdso_lo, vdso_hi;    /* never rewritten: the kernel's own code */
@@ -185,6 +193,15 @@ static long table_add2(volatile uintptr_t *tab, uintptr_t *vals, uintptr_t a, ui
 static long table_add(volatile uintptr_t *tab, uintptr_t *vals, uintptr_t a, uintptr_t val)
 {
 	return table_add2(tab, vals, a, val, NULL, 0);
+}
+
+/* Makes the key a of tab a tombstone (under patch_lock) */
+static void table_forget(volatile uintptr_t *tab, uintptr_t a)
+{
+	long i = table_find(tab, a);
+
+	if (i >= 0)
+		__atomic_store_n(&tab[i], TOMB, __ATOMIC_RELEASE);
 }
 
 static void log_site(uintptr_t site, uint8_t kind, const char *why)
@@ -952,16 +969,26 @@ static enum patch patch_site(struct dt_thread *t, uintptr_t site, const struct w
 	if (!memcmp((const void *)w->start, w->bytes, w->len) &&
 	    ((volatile uint8_t *)site)[0] == 0x0f && ((volatile uint8_t *)site)[1] == 0x05 &&
 	    (!w->pad_len || !memcmp((const void *)w->pad, w->pad_bytes, w->pad_len))) {
+		/* A start (or pad) already known belongs to code that is gone
+		 * (the site at its end is not patched: checked above): its
+		 * entry would send an int3 here to the old stub. */
+		table_forget(starts, w->start);
+		if (w->pad_len)
+			table_forget(starts, w->pad);
 		/* Known before the bytes change: another thread may meet the
 		 * int3 or take the jump the moment it is stored. */
 		long s = table_add2(starts, start_stub, w->start, slot, start_bounds, bounds);
 		if (s >= 0 && (!w->pad_len || table_add(starts, start_stub, w->pad, w->start) >= 0) &&
-		    table_add(dt_rewritten_sites, NULL, ret, 0) >= 0 && table_add(patched, NULL, site, 0) >= 0) {
+		    table_add(dt_rewritten_sites, NULL, ret, 0) >= 0 && table_add(patched, patched_start, site, w->start) >= 0) {
 			patched_count++;
+			__atomic_store_n(&patching_start, w->start, __ATOMIC_RELEASE);
+			__atomic_store_n(&patching_pad, w->pad_len ? w->pad : 0, __ATOMIC_RELEASE);
 			if (w->pad_len)
 				store_hop(t, w, slot);
 			else
 				store_jump(t, (volatile uint8_t *)w->start, w, slot, bounds);
+			__atomic_store_n(&patching_start, 0, __ATOMIC_RELEASE);
+			__atomic_store_n(&patching_pad, 0, __ATOMIC_RELEASE);
 			r = PATCHED;
 		}
 	}
@@ -970,6 +997,61 @@ out:
 	__atomic_store_n(&patch_lock, 0, __ATOMIC_RELEASE);
 	sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, 8);
 	return r;
+}
+
+/* Do the bytes at start still hold the jump patch_site stored there, to
+ * stub (starts[s])?  A jump (e9 rel32 to the stub), a hop's entry (eb to
+ * the pad, whose e9 goes to the stub) or a hop's pad (eb to the entry,
+ * which is its start_stub).  No: the code was unmapped, or replaced (a
+ * JIT, a library loaded again at the same address). */
+static bool jump_stands(uintptr_t start, long s)
+{
+	uint8_t b[5];
+	int32_t rel;
+
+	if (read_own(b, start, 2) != 2)
+		return false;
+	if (b[0] == 0xeb) {
+		uintptr_t to = start + 2 + (uintptr_t)(intptr_t)(int8_t)b[1];
+		if (to == start_stub[s])
+			return true;            /* a pad: to its entry */
+		start = to;
+		if (read_own(b, start, 5) != 5)
+			return false;
+	} else if (read_own(b, start, 5) != 5) {
+		return false;
+	}
+	memcpy(&rel, b + 1, 4);
+	return b[0] == 0xe9 && start + 5 + (uintptr_t)(intptr_t)rel == start_stub[s];
+}
+
+/* A trap at a site the tables say is patched (slot p of patched): is the
+ * patch still there?  If not, the site's entries are forgotten and it is
+ * taken for a new one: true.  Warm-up only (a trap, a read of 5 bytes);
+ * under patch_lock, tried: busy, the site stays as it is this time. */
+static bool stale_site(uintptr_t site, long p)
+{
+	uintptr_t start = patched_start[p];
+	long s = table_find(starts, start);
+	uint64_t all = ~0ull, old;
+	bool stale = false;
+
+	if (s >= 0 && jump_stands(start, s))
+		return false;
+	sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &all, &old, 8);
+	if (!__atomic_exchange_n(&patch_lock, 1, __ATOMIC_ACQUIRE)) {
+		/* again, under the lock: a patch of the site may have been
+		 * under way at the first look */
+		s = table_find(starts, start);
+		if ((p = table_find(patched, site)) >= 0 && !(s >= 0 && jump_stands(start, s))) {
+			table_forget(patched, site);
+			table_forget(starts, start);
+			stale = true;
+		}
+		__atomic_store_n(&patch_lock, 0, __ATOMIC_RELEASE);
+	}
+	sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, 8);
+	return stale;
 }
 
 /* A SIGTRAP at rip: was it the int3 of a site being rewritten (rip is the
@@ -989,17 +1071,27 @@ bool rewrite_int3(ucontext_t *uc)
 
 	if (!dt_rewrite_on)
 		return false;
+	/* At a start: ours while its patch is under way (the int3 staged, the
+	 * tail old or new) or stands; else the program's own int3 in code
+	 * that replaced a patched one (a JIT's). */
 	if ((s = table_find(starts, at)) >= 0) {
+		if (at != __atomic_load_n(&patching_start, __ATOMIC_ACQUIRE) &&
+		    at != __atomic_load_n(&patching_pad, __ATOMIC_ACQUIRE) && !jump_stands(at, s))
+			return false;
 		g[REG_RIP] = (greg_t)start_stub[s];
 		return true;
 	}
-	/* an inner boundary's int3 is ours only while its window's jump
-	 * stands: no other code can have put one there */
-	for (unsigned b = 2; b < WIN_MAX; b++)
-		if ((s = table_find(starts, at - b)) >= 0 && (start_bounds[s] >> b & 1)) {
-			g[REG_RIP] = (greg_t)(start_stub[s] + b);
-			return true;
-		}
+	/* An inner boundary's int3 is ours while its window's patch is under
+	 * way or stands: no other code can have put one there */
+	for (unsigned b = 2; b < WIN_MAX; b++) {
+		uintptr_t start = at - b;
+		if ((s = table_find(starts, start)) < 0 || !(start_bounds[s] >> b & 1))
+			continue;
+		if (start != __atomic_load_n(&patching_start, __ATOMIC_ACQUIRE) && !jump_stands(start, s))
+			return false;
+		g[REG_RIP] = (greg_t)(start_stub[s] + b);
+		return true;
+	}
 	return false;
 }
 
@@ -1019,7 +1111,7 @@ enum site_trap rewrite_site(struct dt_thread *t, uintptr_t site, const greg_t *g
 
 	if (!dt_rewrite_on)
 		return TRAP_LEFT_TRAPPING;
-	if (table_has(patched, site))
+	if ((r = table_find(patched, site)) >= 0 && !stale_site(site, r))
 		return TRAP_AT_REWRITTEN;
 	if ((r = table_find(refused, site)) >= 0) {
 		__atomic_fetch_add(&refused_traps[r], 1, __ATOMIC_RELAXED);

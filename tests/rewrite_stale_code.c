@@ -1,0 +1,112 @@
+/* Description: code unmapped after its site was rewritten, and other code
+ * mapped at the same address (a JIT reusing its memory, a library loaded
+ * again where it was), is new code to the runtime.  Detached, default mode:
+ *   - a site rewritten (getpid), its pages unmapped, and new code mapped
+ *     there with a site at the same address (getppid): its calls give
+ *     getppid's result, the site is rewritten again at its first trap, and
+ *     its 1,000 calls do not trap (no retrap at a patch that is gone);
+ *   - a site rewritten, its pages unmapped, and new code mapped there with
+ *     an int3 at the old jump's first byte: executing it runs the program's
+ *     SIGTRAP handler (the int3 is the program's), not the old stub.
+ * Timeout: 120 */
+#include "helpers/t_detach.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+
+#define CALLS 1000
+#define AT 0x400        /* the code's offset in the middle page */
+
+static const unsigned char getpid_code[] = { 0xb8, 39, 0, 0, 0, 0x0f, 0x05, 0xc3 };
+static const unsigned char getppid_code[] = { 0xb8, 110, 0, 0, 0, 0x0f, 0x05, 0xc3 };
+static const unsigned char int3_code[] = { 0xcc, 0xc3 };
+
+static long jit_call(const void *code)
+{
+	long r;
+
+	__asm__ volatile("call *%1" : "=a"(r) : "r"(code) : "rcx", "r11", "memory");
+	return r;
+}
+
+/* Three pages of `ret` at want (anywhere when NULL, else exactly there),
+ * code at the middle page's AT, read-only and executable */
+static unsigned char *jit_map(void *want, const unsigned char *code, size_t len)
+{
+	unsigned char *p = mmap(want, 3 * 4096, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS | (want ? MAP_FIXED : 0), -1, 0);
+
+	t_check(p != MAP_FAILED, "mmap: %s", strerror(errno));
+	if (p == MAP_FAILED)
+		return NULL;
+	memset(p, 0xc3, 3 * 4096);
+	memcpy(p + 4096 + AT, code, len);
+	t_check(mprotect(p, 3 * 4096, PROT_READ | PROT_EXEC) == 0, "mprotect: %s", strerror(errno));
+	return p;
+}
+
+static volatile int traps_seen;
+
+static void on_trap(int sig, siginfo_t *si, void *ctx)
+{
+	(void)sig;
+	(void)si;
+	(void)ctx;
+	traps_seen++;
+}
+
+static int inner(void)
+{
+	pid_t pid = getpid(), ppid = getppid();
+	unsigned char *r = jit_map(NULL, getpid_code, sizeof(getpid_code)), *site;
+
+	if (!r)
+		return t_done();
+	site = r + 4096 + AT;
+	t_check(jit_call(site) == pid, "first code: not getpid's result");
+	t_check(site[0] == 0xe9, "the first code's site was not rewritten (%#x)", site[0]);
+
+	/* other code at the same address */
+	t_check(munmap(r, 3 * 4096) == 0, "munmap: %s", strerror(errno));
+	t_check(jit_map(r, getppid_code, sizeof(getppid_code)) == r, "not mapped again at %p", (void *)r);
+	t_check(site[0] == 0xb8, "the new code is not as written");
+	long bad = 0;
+	for (int i = 0; i < CALLS; i++)
+		bad += jit_call(site) != ppid;
+	t_check(!bad, "%ld calls of the new code gave a wrong result", bad);
+	t_check(site[0] == 0xe9, "the new code's site was not rewritten (%#x)", site[0]);
+
+	/* an int3 of the program's at the old jump's first byte */
+	t_check(munmap(r, 3 * 4096) == 0, "munmap: %s", strerror(errno));
+	r = jit_map(NULL, getpid_code, sizeof(getpid_code));
+	if (!r)
+		return t_done();
+	site = r + 4096 + AT;
+	t_check(jit_call(site) == pid && site[0] == 0xe9, "the third code's site was not rewritten");
+	struct sigaction sa = { .sa_sigaction = on_trap, .sa_flags = SA_SIGINFO };
+	t_check(sigaction(SIGTRAP, &sa, NULL) == 0, "sigaction: %s", strerror(errno));
+	t_check(munmap(r, 3 * 4096) == 0, "munmap: %s", strerror(errno));
+	t_check(jit_map(r, int3_code, sizeof(int3_code)) == r, "not mapped again at %p", (void *)r);
+	jit_call(site);
+	t_check(traps_seen == 1, "the program's int3 reached its handler %d times, want 1", traps_seen);
+	return t_done();
+}
+
+int main(int argc, char **argv)
+{
+	char stats[128];
+	const char *const extra[] = { NULL };
+
+	if (argc > 1 && !strcmp(argv[1], "inner"))
+		return inner();
+	/* the default mode: no --mode */
+	int st = t_run_inner(argv[0], "inner", extra, stats, sizeof(stats), false);
+	t_check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "inner run: status %#x", st);
+	t_check(t_stats_has(stats, "\"mode\": \"rewrite\""), "the default mode is not rewrite here");
+	long long retraps = t_stats_value(stats, "retraps");
+	printf("retraps of the detached thread: %lld\n", retraps);
+	t_check(retraps >= 0 && retraps < 10, "%lld retraps: the new code's calls trapped at a patch that is gone",
+		retraps);
+	unlink(stats);
+	return t_done();
+}

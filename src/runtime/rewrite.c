@@ -892,12 +892,19 @@ static void store_hop(struct dt_thread *t, const struct window *w, uintptr_t stu
 
 /* Makes [lo, hi) writable and executable, page by page, remembering each
  * page's protection (readable and executable, as the code ran; writable as
- * process_vm_writev finds it) in prot; false if mprotect refused. */
+ * process_vm_writev finds it) in prot; false if mprotect refused.  (Not
+ * covered: a program that changes the protection of the page itself while
+ * the patch runs, a W^X JIT's mprotect: reprotect puts back what was found
+ * before.) */
 static bool unprotect(uintptr_t lo, uintptr_t hi, int prot[2])
 {
 	uintptr_t first = lo & ~4095ul, last = (hi - 1) & ~4095ul;
 
-	prot[0] = PROT_READ | PROT_EXEC | (writable_own(first) ? PROT_WRITE : 0);
+	/* Probed at bytes of the site's own ([lo, hi)), which the patch is
+	 * about to change anyway: probed at the page's first byte, the write
+	 * back could undo a write of another thread there (a JIT writing its
+	 * next function on the same writable page). */
+	prot[0] = PROT_READ | PROT_EXEC | (writable_own(lo) ? PROT_WRITE : 0);
 	prot[1] = last == first ? prot[0] : PROT_READ | PROT_EXEC | (writable_own(last) ? PROT_WRITE : 0);
 	/* Writable and still executable: other threads may be running it. */
 	return sys_call3(SYS_mprotect, first, last - first + 4096, PROT_READ | PROT_WRITE | PROT_EXEC) == 0;

@@ -57,6 +57,8 @@ void asm_offsets(void)
 	DEFINE(REWRITE_HASH_SHIFT, REWRITE_HASH_SHIFT);
 	DEFINE(RET_TO_SITE, RET_TO_SITE);
 	DEFINE(FLAGS_ARITH_ONLY, FLAGS_ARITH_ONLY);  /* the way back's flags without popfq */
+	DEFINE(RET_RCX_DISP, RET_RCX_DISP);
+	DEFINE(RET_RCX_NEXT, RET_RCX_NEXT);
 
 	/* struct dt_thread (thread.h), through dt_self */
 	DEFINE(T_VFORK_CHILD, offsetof(struct dt_thread, vfork_child));

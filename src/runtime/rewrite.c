@@ -87,9 +87,8 @@ bool (*rewrite_own_sigtrap)(void);
 #define STUB_PAGES 512           /* 32768 slots, more than the tables hold */
 #define NEAR (2048ul << 20)      /* rel32's reach */
 /* The stub's layout past its moved instruction (see above): offsets from
- * `ret`, known to stub_site_end; RET_TO_SITE (rewrite.h) to trampoline.S too. */
-#define RET_RCX_DISP 11          /* the rel32 of `lea site+2(%rip),%rcx` */
-#define RET_RCX_NEXT 15          /* ... and the end of that instruction */
+ * `ret` in rewrite.h (RET_RCX_DISP, RET_RCX_NEXT, RET_TO_SITE), known to
+ * stub_site_end and to trampoline.S. */
 
 uint64_t dt_xsave_size DT_HIDDEN;
 /* trampoline.S: the calls whose dispatch uses general registers only */

@@ -33,6 +33,11 @@ enum site_kind {
  * popfq. */
 #define FLAGS_ARITH_ONLY (X86_EFLAGS_CF | X86_EFLAGS_FIXED | X86_EFLAGS_PF | X86_EFLAGS_AF | \
 			  X86_EFLAGS_ZF | X86_EFLAGS_SF | X86_EFLAGS_IF | X86_EFLAGS_OF)
+/* The rel32 of the stub's `lea site+2(%rip),%rcx`, and the end of that
+ * instruction, from its `ret`: where the program resumes (rewrite.c,
+ * stub_site_end; trampoline.S's CFI computes it too) */
+#define RET_RCX_DISP 11
+#define RET_RCX_NEXT 15
 
 int rewrite_init(void) DT_HIDDEN;
 /* Before a site is staged with int3: is SIGTRAP's action ours?  (intercept.c's

@@ -22,6 +22,32 @@
 	movq %r9, %r8
 .endm
 
+.macro SIGNAL_FRAME_CFI
+	.cfi_startproc simple
+	.cfi_signal_frame
+	/* DW_CFA_def_cfa_expression: *(rsp + 160), uc_mcontext's rsp */
+	.cfi_escape 0x0f, 0x04, 0x77, 0xa0, 0x01, 0x06
+	/* DW_CFA_expression REG: rsp + the slot of REG in uc_mcontext.gregs
+	 * (asm_offsets.c checks the offsets: r8 at 40 .. rip at 168) */
+	.cfi_escape 0x10, 0x08, 0x02, 0x77, 0x28               /* r8   40 */
+	.cfi_escape 0x10, 0x09, 0x02, 0x77, 0x30               /* r9   48 */
+	.cfi_escape 0x10, 0x0a, 0x02, 0x77, 0x38               /* r10  56 */
+	.cfi_escape 0x10, 0x0b, 0x03, 0x77, 0xc0, 0x00         /* r11  64 */
+	.cfi_escape 0x10, 0x0c, 0x03, 0x77, 0xc8, 0x00         /* r12  72 */
+	.cfi_escape 0x10, 0x0d, 0x03, 0x77, 0xd0, 0x00         /* r13  80 */
+	.cfi_escape 0x10, 0x0e, 0x03, 0x77, 0xd8, 0x00         /* r14  88 */
+	.cfi_escape 0x10, 0x0f, 0x03, 0x77, 0xe0, 0x00         /* r15  96 */
+	.cfi_escape 0x10, 0x05, 0x03, 0x77, 0xe8, 0x00         /* rdi 104 */
+	.cfi_escape 0x10, 0x04, 0x03, 0x77, 0xf0, 0x00         /* rsi 112 */
+	.cfi_escape 0x10, 0x06, 0x03, 0x77, 0xf8, 0x00         /* rbp 120 */
+	.cfi_escape 0x10, 0x03, 0x03, 0x77, 0x80, 0x01         /* rbx 128 */
+	.cfi_escape 0x10, 0x01, 0x03, 0x77, 0x88, 0x01         /* rdx 136 */
+	.cfi_escape 0x10, 0x00, 0x03, 0x77, 0x90, 0x01         /* rax 144 */
+	.cfi_escape 0x10, 0x02, 0x03, 0x77, 0x98, 0x01         /* rcx 152 */
+	.cfi_escape 0x10, 0x07, 0x03, 0x77, 0xa0, 0x01         /* rsp 160 */
+	.cfi_escape 0x10, 0x10, 0x03, 0x77, 0xa8, 0x01         /* rip 168 */
+.endm
+
 	.section detach_allow,"ax",@progbits
 
 /* long sys_call6(long nr, long a1, long a2, long a3, long a4, long a5, long a6) */
@@ -37,18 +63,38 @@ sys_call6:
 
 /* A rewritten site's call on a thread that is not detached (trampoline.S):
  * rsp at the stub's return address, the program's registers and flags as
- * at the site.  The stub sets rcx; r11 is the kernel's (the flags). */
+ * at the site.  The stub sets rcx; r11 is the kernel's (the flags).  Its
+ * CFI is trampoline.S's at its entry (see there): a backtrace of a thread
+ * blocked here walks on to the site's function and its callers. */
 	.globl dt_native_syscall
 	.hidden dt_native_syscall
 	.type dt_native_syscall,@function
 dt_native_syscall:
+	.cfi_startproc simple
+	.cfi_def_cfa %rsp, RED_ZONE + 8
+	.cfi_escape 0x16, 0x10, 27, 0x10, (RED_ZONE + 8) & 0x7f | 0x80, (RED_ZONE + 8) >> 7, 0x1c, 0x06, \
+		    0x12, 0x23, RET_RCX_DISP, 0x94, 0x04, 0x10, 0x80, 0x80, 0x80, 0x80, 0x08, 0x27, \
+		    0x10, 0x80, 0x80, 0x80, 0x80, 0x08, 0x1c, 0x22, 0x23, RET_RCX_NEXT
 	syscall
+	/* not a `ret` at the address a blocked call shows: gdb takes a
+	 * `ret` there for a function's epilogue (rsp + 8) and ignores the
+	 * CFI of code that an assembler made */
+	nop
 	ret
+	.cfi_endproc
 	.size dt_native_syscall, .-dt_native_syscall
 
 /* The sa_restorer of the runtime's SIGSYS handler.  glibc's __restore_rt
  * lies outside the allowed range: returning through it would trap inside a
- * trap.  The kernel enters here with rsp at the signal frame's ucontext. */
+ * trap.  The kernel enters here with rsp at the signal frame's ucontext.
+ * It carries a signal frame's CFI, as dt_app_restorer (below) says, so that
+ * a debugger's or a profiler's backtrace of a call that trapped (sud mode,
+ * a first trap, a retrap) walks on from the trap to the program's frames
+ * (the trapped site, its function and its callers), as it walks from a
+ * system call natively; without it, it stopped here. */
+	.p2align 4
+	SIGNAL_FRAME_CFI
+	nop
 	.globl sys_sigreturn_restorer
 	.hidden sys_sigreturn_restorer
 	.type sys_sigreturn_restorer,@function
@@ -56,6 +102,7 @@ sys_sigreturn_restorer:
 	movl $NR_rt_sigreturn, %eax
 	syscall
 	ud2
+	.cfi_endproc
 	.size sys_sigreturn_restorer, .-sys_sigreturn_restorer
 
 /* The sa_restorer of the program's handlers (signals.c, restorer_for):
@@ -88,29 +135,7 @@ sys_sigreturn_restorer:
  * ucontext at rsp, the CFA at the saved rsp), from the `nop` before it,
  * since they look a return address up at one byte before it. */
 	.p2align 4
-	.cfi_startproc simple
-	.cfi_signal_frame
-	/* DW_CFA_def_cfa_expression: *(rsp + 160), uc_mcontext's rsp */
-	.cfi_escape 0x0f, 0x04, 0x77, 0xa0, 0x01, 0x06
-	/* DW_CFA_expression REG: rsp + the slot of REG in uc_mcontext.gregs
-	 * (asm_offsets.c checks the offsets: r8 at 40 .. rip at 168) */
-	.cfi_escape 0x10, 0x08, 0x02, 0x77, 0x28               /* r8   40 */
-	.cfi_escape 0x10, 0x09, 0x02, 0x77, 0x30               /* r9   48 */
-	.cfi_escape 0x10, 0x0a, 0x02, 0x77, 0x38               /* r10  56 */
-	.cfi_escape 0x10, 0x0b, 0x03, 0x77, 0xc0, 0x00         /* r11  64 */
-	.cfi_escape 0x10, 0x0c, 0x03, 0x77, 0xc8, 0x00         /* r12  72 */
-	.cfi_escape 0x10, 0x0d, 0x03, 0x77, 0xd0, 0x00         /* r13  80 */
-	.cfi_escape 0x10, 0x0e, 0x03, 0x77, 0xd8, 0x00         /* r14  88 */
-	.cfi_escape 0x10, 0x0f, 0x03, 0x77, 0xe0, 0x00         /* r15  96 */
-	.cfi_escape 0x10, 0x05, 0x03, 0x77, 0xe8, 0x00         /* rdi 104 */
-	.cfi_escape 0x10, 0x04, 0x03, 0x77, 0xf0, 0x00         /* rsi 112 */
-	.cfi_escape 0x10, 0x06, 0x03, 0x77, 0xf8, 0x00         /* rbp 120 */
-	.cfi_escape 0x10, 0x03, 0x03, 0x77, 0x80, 0x01         /* rbx 128 */
-	.cfi_escape 0x10, 0x01, 0x03, 0x77, 0x88, 0x01         /* rdx 136 */
-	.cfi_escape 0x10, 0x00, 0x03, 0x77, 0x90, 0x01         /* rax 144 */
-	.cfi_escape 0x10, 0x02, 0x03, 0x77, 0x98, 0x01         /* rcx 152 */
-	.cfi_escape 0x10, 0x07, 0x03, 0x77, 0xa0, 0x01         /* rsp 160 */
-	.cfi_escape 0x10, 0x10, 0x03, 0x77, 0xa8, 0x01         /* rip 168 */
+	SIGNAL_FRAME_CFI
 	nop
 	.globl dt_app_restorer
 	.hidden dt_app_restorer

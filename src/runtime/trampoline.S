@@ -32,16 +32,50 @@
 #include "gen/runtime/asm_offsets.h"   /* asm_offsets.c: NR_*, T_*, W_*, REWRITE_*, ... */
 #define F_REST (-72 - W_SIZE)           /* the frame's wait record, from rbp */
 
+/* Unwind information (CFI), so that a debugger's or a profiler's backtrace
+ * of a call in the runtime walks on to the program's frames, as it walks
+ * from a system call natively: the caller of this frame is taken to be the
+ * site's function itself, resuming after its `syscall` (stub_site_end) with
+ * the program's rsp (the CFA); the stub is skipped.  The stub's return
+ * address lies RED_ZONE + 8 below the CFA, so the caller's rip is
+ *   ret + RET_RCX_NEXT + (int32_t)*(ret + RET_RCX_DISP),  ret = *(CFA - 136)
+ * (DW_CFA_val_expression; the unwinder pushes the CFA first).  Only the CFA
+ * changes along the code: F (the flags' slot) + RED_ZONE + 16. */
+#if RED_ZONE + 16 >= 16384 || RED_ZONE + 8 < 128 || RET_RCX_NEXT >= 128
+#error "the CFI below encodes these as two-byte ULEB128"
+#endif
+#define ULEB2(x) (((x) & 0x7f) | 0x80), ((x) >> 7)
+#define CFI_STUB_CALLER_RIP                                                      \
+	.cfi_escape 0x16, 0x10, 27,                   /* val_expression rip */   \
+		    0x10, ULEB2(RED_ZONE + 8), 0x1c, 0x06, /* ret = *(CFA - 136) */ \
+		    0x12, 0x23, RET_RCX_DISP, 0x94, 0x04, /* rel32 at ret + 11 */    \
+		    0x10, 0x80, 0x80, 0x80, 0x80, 0x08, 0x27, /* sign-extended */   \
+		    0x10, 0x80, 0x80, 0x80, 0x80, 0x08, 0x1c,                        \
+		    0x22, 0x23, RET_RCX_NEXT              /* ret + 15 + rel32 */
+/* CFA = *(rbp + 8) + 144: the frame's F; the program's rbp saved at rbp */
+#define CFI_FRAME                                                                 \
+	.cfi_escape 0x0f, 6, 0x76, 0x08, 0x06, 0x23, ULEB2(RED_ZONE + 16);        \
+	.cfi_escape 0x10, 0x06, 2, 0x76, 0x00
+/* CFA = *rsp + 144: rsp at the slot of F, rbp the program's again */
+#define CFI_AT_F_SLOT                                                             \
+	.cfi_escape 0x0f, 6, 0x77, 0x00, 0x06, 0x23, ULEB2(RED_ZONE + 16);        \
+	.cfi_same_value %rbp
+
 	.text
 	.globl dt_trampoline_entry
 	.hidden dt_trampoline_entry
 	.type dt_trampoline_entry,@function
 dt_trampoline_entry:
+	.cfi_startproc simple
+	.cfi_def_cfa %rsp, RED_ZONE + 8
+	CFI_STUB_CALLER_RIP
 	/* The flags first: syscall preserves them. */
 	pushfq                          /* rsp = F; the return address at F+8 */
+	.cfi_def_cfa_offset RED_ZONE + 16
 	/* Is the return address a stub's (rewrite.c's table, the same probe
 	 * as table_has)?  Else this is a stray jump into the runtime. */
 	pushq %rdx
+	.cfi_def_cfa_offset RED_ZONE + 24
 	movq 16(%rsp), %r11             /* the return address */
 	movabsq $REWRITE_HASH_MUL, %rcx
 	imulq %r11, %rcx
@@ -56,6 +90,7 @@ dt_trampoline_entry:
 	andl $REWRITE_SITES-1, %ecx
 	jmp 4b
 5:	popq %rdx
+	.cfi_def_cfa_offset RED_ZONE + 16
 	cmpl $NR_rt_sigreturn, %eax
 	je .Lto_site
 	cmpl $NR_clone, %eax
@@ -84,6 +119,7 @@ dt_trampoline_entry:
 	 * call), or on the program's alternate stack (an SA_ONSTACK handler's
 	 * call): stay, so that frames nest and never overwrite each other. */
 	movq %rsp, %rcx                 /* F */
+	.cfi_def_cfa %rcx, RED_ZONE + 16
 	cmpq T_STACK_LO(%r11), %rsp
 	jb 1f
 	cmpq T_STACK_HI(%r11), %rsp
@@ -97,6 +133,7 @@ dt_trampoline_entry:
 	cld                             /* the C ABI wants DF clear */
 	pushq %rbp
 	movq %rsp, %rbp                 /* 8(%rbp): F */
+	CFI_FRAME
 	pushq %r9                       /* -8:  the arguments, in order at -48 */
 	pushq %r8                       /* -16 */
 	pushq %r10                      /* -24 */
@@ -163,9 +200,12 @@ dt_trampoline_entry:
 	cmpq $0, -64(%rbp)
 	jne .Lretrap_from_frame
 	movq -72(%rbp), %rax
+	.cfi_remember_state
 	movq %rbp, %rsp
 	popq %rbp
+	CFI_AT_F_SLOT
 	popq %rsp                       /* F, on the program's stack */
+	.cfi_def_cfa %rsp, RED_ZONE + 16
 	movq (%rsp), %r11               /* r11 as the kernel leaves it: the flags */
 	/* The flags back.  popfq costs some 10 cycles on the way back of
 	 * every call (and of every timed wait's wake-up); flags that hold
@@ -186,10 +226,14 @@ dt_trampoline_entry:
 	sahf                            /* SF ZF AF PF CF; OF stays */
 	movq %rcx, %rax
 	leaq 8(%rsp), %rsp              /* past the saved flags (lea: they stay) */
+	.cfi_def_cfa_offset RED_ZONE + 8
 	ret                             /* to the stub, which sets rcx and rsp */
 .Lpopfq:
+	.cfi_def_cfa_offset RED_ZONE + 16
 	popfq
+	.cfi_def_cfa_offset RED_ZONE + 8
 	ret
+	.cfi_restore_state
 
 .Lsave_vectors:
 	andq $-64, %rsp                 /* xsave wants 64-byte alignment */
@@ -220,17 +264,24 @@ dt_trampoline_entry:
 
 .Lretrap_from_frame:
 	movq -56(%rbp), %rax            /* nr */
+	.cfi_remember_state
 	movq %rbp, %rsp
 	popq %rbp
+	CFI_AT_F_SLOT
 	popq %rsp                       /* F */
+	.cfi_def_cfa %rsp, RED_ZONE + 16
 	/* To the site's `syscall`, with the program's registers, flags and
 	 * rsp (rsp = F): see above. */
 .Lto_site:
 	popfq
+	.cfi_def_cfa_offset RED_ZONE + 8
 	popq %r11                       /* the stub's ret */
+	.cfi_def_cfa_offset RED_ZONE
 	leaq RED_ZONE(%rsp), %rsp       /* the program's rsp (lea: the flags stay) */
+	.cfi_def_cfa_offset 0
 	leaq RET_TO_SITE(%r11), %r11
 	jmp *%r11
+	.cfi_restore_state
 
 	/* dt_trampoline_dispatch(nr, args, &retrap, return address, r8: the
 	 * wait's record or NULL), the frame at rbp; one return address deeper,
@@ -249,13 +300,19 @@ dt_trampoline_entry:
 	/* Not a detached thread (the stub is checked): the call itself, from
 	 * the range Syscall User Dispatch lets through.  rsp = F. */
 .Lnative:
+	.cfi_def_cfa %rsp, RED_ZONE + 16
+	.cfi_same_value %rbp
 	popfq                           /* rsp -> return address */
+	.cfi_def_cfa_offset RED_ZONE + 8
 	jmp dt_native_syscall
 .Lstray:
+	.cfi_def_cfa_offset RED_ZONE + 24
 	movq 16(%rsp), %rdi
 	andq $-16, %rsp
+	.cfi_undefined %rip
 	call dt_stray_jump              /* does not return */
 	ud2
+	.cfi_endproc
 	.size dt_trampoline_entry, .-dt_trampoline_entry
 
 	.section .note.GNU-stack,"",@progbits

@@ -25,12 +25,17 @@ int ps_channels(struct json *j);      /* ps_chan.c */
 static int usage(int status)
 {
 	fprintf(status ? stderr : stdout,
-		"usage: detach ps [--json]\n\n"
+		"usage: detach ps [--json] [--sites]\n\n"
 		"Lists the detached threads of all running programs: pid, tid, CPU, mode,\n"
 		"proxy tid and wait, forwarded / local / emulated calls and traps; then the\n"
 		"channels (dt_chan_open) with their holders' pids (0: none) and counters.\n"
 		"  --json   one JSON document instead of the table: each thread with the\n"
-		"           fields of a thread in `detach run --stats`'s file\n");
+		"           fields of a thread in `detach run --stats`'s file\n"
+		"  --sites  rewrite mode's system call sites met so far, by program and\n"
+		"           library: rewritten exactly, with a window, left trapping (for\n"
+		"           want of a stub page among them), traps at those left trapping\n"
+		"           after the first at each (with --json: as `sites` in `detach run\n"
+		"           --stats`'s file, each site left trapping listed)\n");
 	return status;
 }
 
@@ -129,14 +134,39 @@ static void list_threads(const struct dt_registry *r, void *arg)
 	}
 }
 
+/* --sites: the table, a row per program and library, or the JSON */
+static void list_sites(const struct dt_registry *r, void *arg)
+{
+	static struct dt_site_map by[DT_SITE_MAPS];
+	struct listing *l = arg;
+
+	l->rows++;
+	if (l->j) {
+		json_object_begin(l->j, NULL);
+		json_int(l->j, "pid", r->pid);
+		json_str(l->j, "mode", r->mode);
+		json_str(l->j, "command", r->comm);
+		registry_sites_json(l->j, r, r->pid, NULL);
+		json_object_end(l->j);
+		return;
+	}
+	unsigned n = registry_sites_group(r, r->pid, by, DT_SITE_MAPS, NULL, NULL);
+	for (unsigned k = 0; k < n; k++)
+		printf("%7d %-8s %7llu %7llu %8llu %7llu %10llu  %s\n", r->pid, r->mode,
+		       (unsigned long long)by[k].n[DT_SITE_EXACT], (unsigned long long)by[k].n[DT_SITE_WINDOW],
+		       (unsigned long long)(by[k].n[DT_SITE_TRAPPING] + by[k].n[DT_SITE_NO_STUB]),
+		       (unsigned long long)by[k].n[DT_SITE_NO_STUB], (unsigned long long)by[k].after, by[k].name);
+}
+
 static int ps_main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "json", no_argument, NULL, 'j' },
+		{ "sites", no_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	bool as_json = false;
+	bool as_json = false, sites = false;
 	struct json j;
 	int c;
 
@@ -145,12 +175,32 @@ static int ps_main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'j': as_json = true; break;
+		case 's': sites = true; break;
 		case 'h': return usage(0);
 		default: return cli_bad_option("ps", argv);
 		}
 	}
 	if (optind < argc)
 		return cli_unexpected_arg("ps", argv[optind]);
+	if (sites) {
+		struct listing l = { as_json ? &j : NULL, 0 };
+		if (as_json) {
+			json_init(&j, stdout);
+			json_object_begin(&j, NULL);
+			json_array_begin(&j, "programs");
+		} else {
+			printf("%7s %-8s %7s %7s %8s %7s %10s  %s\n", "PID", "MODE", "EXACT", "WINDOW", "TRAPPING",
+			       "NO_STUB", "LATE_TRAPS", "LIBRARY");
+		}
+		ps_each(0, list_sites, &l);
+		if (as_json) {
+			json_array_end(&j);
+			json_object_end(&j);
+		} else if (!l.rows) {
+			printf("(no detached programs)\n");
+		}
+		return 0;
+	}
 	if (as_json) {
 		json_init(&j, stdout);
 		json_object_begin(&j, NULL);

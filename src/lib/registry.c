@@ -92,3 +92,92 @@ void registry_thread_json(struct json *j, const struct dt_registry *r, const str
 	}
 	json_object_end(j);
 }
+
+unsigned registry_sites_group(const struct dt_registry *r, pid_t pid, struct dt_site_map *by, unsigned max,
+			      struct dt_site_left *left, unsigned *nleft)
+{
+	unsigned nby = 0, n = __atomic_load_n(&r->nsites, __ATOMIC_ACQUIRE);
+	char line[512], path[48];
+	FILE *f;
+
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	else
+		snprintf(path, sizeof(path), "/proc/self/maps");
+	if (n > DT_SITES)
+		n = DT_SITES;
+	if (nleft)
+		*nleft = 0;
+	memset(by, 0, max * sizeof(*by));
+	if (!(f = fopen(path, "re")))
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi, off;
+		int at = 0;
+		if (sscanf(line, "%lx-%lx %*s %lx %*s %*s %n", &lo, &hi, &off, &at) < 3)
+			continue;
+		char *name = line + at;
+		name[strcspn(name, "\n")] = '\0';
+		if (!*name)
+			name = "[anon]";
+		for (unsigned i = 0; i < n; i++) {
+			uint64_t site = __atomic_load_n(&r->sites[i].addr, __ATOMIC_ACQUIRE);
+			unsigned kind = r->sites[i].kind, k = 0;
+			if (site < lo || site >= hi || kind > DT_SITE_NO_STUB)
+				continue;
+			while (k < nby && strcmp(by[k].name, name))
+				k++;
+			if (k == nby) {
+				if (nby == max)
+					continue;
+				snprintf(by[nby++].name, sizeof(by[0].name), "%s", name);
+			}
+			by[k].n[kind]++;
+			if (kind >= DT_SITE_TRAPPING) {
+				uint32_t t = r->sites[i].traps;
+				by[k].traps += t;
+				by[k].after += t ? t - 1 : 0;
+				if (left && *nleft < DT_SITES) {
+					left[*nleft].map = k;
+					left[*nleft].site = i;
+					left[(*nleft)++].off = site - lo + off;
+				}
+			}
+		}
+	}
+	fclose(f);
+	return nby;
+}
+
+void registry_sites_json(struct json *j, const struct dt_registry *r, pid_t pid, const char *(*why)(unsigned i))
+{
+	static const char *const kinds[] = { "exact", "window", "trapping", "no_stub" };
+	static struct dt_site_map by[DT_SITE_MAPS];
+	static struct dt_site_left left[DT_SITES];
+	unsigned nleft, nby = registry_sites_group(r, pid, by, DT_SITE_MAPS, left, &nleft);
+
+	json_object_begin(j, "sites");
+	for (unsigned k = 0; k < nby; k++) {
+		json_object_begin(j, by[k].name);
+		for (int kind = 0; kind <= DT_SITE_NO_STUB; kind++)
+			json_uint(j, kinds[kind], by[k].n[kind]);
+		json_uint(j, "traps_trapping", by[k].traps);
+		json_uint(j, "traps_after_warmup", by[k].after);
+		json_array_begin(j, "trapping_sites");
+		for (unsigned i = 0; i < nleft; i++) {
+			if (left[i].map != k)
+				continue;
+			char at[24];
+			snprintf(at, sizeof(at), "%#lx", left[i].off);
+			json_object_begin(j, NULL);
+			json_str(j, "offset", at);
+			json_uint(j, "traps", r->sites[left[i].site].traps);
+			if (why)
+				json_str(j, "why", why(left[i].site));
+			json_object_end(j);
+		}
+		json_array_end(j);
+		json_object_end(j);
+	}
+	json_object_end(j);
+}

@@ -50,7 +50,21 @@ struct dt_thread_stats {
 					     * a call that changed the thread made a new one */
 };
 
-#define REGISTRY_MAGIC 0x35484354454400ull   /* "DETACH5" */
+/* A system call site rewrite mode met (src/runtime/rewrite.c), once each:
+ * its address, what became of it (kind: 0 rewritten exactly, 1 with a
+ * window, 2 left trapping, 3 left trapping for want of a stub page), and,
+ * for one left trapping, the traps there (its first included).  Readers
+ * group them by the mapping the address lies in (registry_sites_json). */
+#define DT_SITES 4096
+enum { DT_SITE_EXACT, DT_SITE_WINDOW, DT_SITE_TRAPPING, DT_SITE_NO_STUB };
+struct dt_site {
+	volatile uint64_t addr;         /* 0: not yet written */
+	volatile uint32_t traps;
+	volatile uint8_t kind;
+	uint8_t pad[3];
+};
+
+#define REGISTRY_MAGIC 0x36484354454400ull   /* "DETACH6" */
 struct dt_registry {
 	uint64_t magic;
 	int32_t pid;
@@ -60,6 +74,8 @@ struct dt_registry {
 	char comm[32];
 	struct tsc_clock tsc;           /* the runtime's: its TSC cycles (waited) in ns */
 	struct dt_thread_stats threads[DT_MAX_THREADS];
+	volatile uint32_t nsites;       /* sites[] entries taken (may exceed DT_SITES) */
+	struct dt_site sites[DT_SITES];
 };
 
 /* The kernel's figures for thread tid of process pid (0: this process,
@@ -75,7 +91,29 @@ int kernel_counters_read(pid_t pid, pid_t tid, struct kernel_counters *k);
  * from /proc/<proc_pid>; proc_pid 0: /proc/self; left out when neither
  * can be had) and its calls by name, most first.  Uses stdio and the
  * stack (4 KiB): not for the runtime's trap path. */
+/* The sites of r by the mapping they lie in (registry_sites_group) */
+#define DT_SITE_MAPS 32
+struct dt_site_map {
+	char name[160];                 /* the mapping's path, or [anon], [vdso]... */
+	uint64_t n[DT_SITE_NO_STUB + 1];  /* sites by kind */
+	uint64_t traps, after;          /* traps at those left trapping; after each one's first */
+};
+struct dt_site_left { unsigned map, site; unsigned long off; };   /* by[map], sites[site], file offset */
+/* Groups the sites of r by the mapping of /proc/<pid>/maps (0: self) they
+ * lie in, into by (at most max); left (when given) receives the sites left
+ * trapping, *nleft of them.  The number of mappings.  Uses stdio. */
+unsigned registry_sites_group(const struct dt_registry *r, pid_t pid, struct dt_site_map *by, unsigned max,
+			      struct dt_site_left *left, unsigned *nleft);
 struct json;
+/* "sites": the sites of r by the mapping they lie in (its path, or [anon],
+ * [vdso]...), found in /proc/<pid>/maps (pid 0: /proc/self): how many were
+ * rewritten exactly, with a window, left trapping (and for want of a stub
+ * page), the traps at those left trapping, those traps after each one's
+ * first (traps_after_warmup), and each site left trapping: its offset in
+ * the file (as objdump shows it), its traps, and why (why(i) for the
+ * site sites[i], when why is given: the runtime's own reasons).  Uses
+ * stdio. */
+void registry_sites_json(struct json *j, const struct dt_registry *r, pid_t pid, const char *(*why)(unsigned i));
 void registry_thread_json(struct json *j, const struct dt_registry *r, const struct dt_thread_stats *s,
 			  pid_t proc_pid);
 

@@ -65,6 +65,7 @@
 #include "runtime/config.h"
 #include "runtime/dispatch.h"
 #include "runtime/membarrier.h"
+#include "runtime/stats.h"
 #include "lib/util.h"
 
 #include <cpuid.h>
@@ -108,7 +109,8 @@ void dt_trampoline_entry(void) DT_HIDDEN;
  *   refused             sites left trapping */
 volatile uintptr_t dt_rewritten_sites[REWRITE_SITES] DT_HIDDEN;
 static volatile uintptr_t patched[REWRITE_SITES], starts[REWRITE_SITES], refused[REWRITE_SITES];
-static uint32_t refused_traps[REWRITE_SITES];   /* traps at each refused site (coverage) */
+/* each refused site's entry in the registry's sites (coverage), + 1; 0: none */
+static uint16_t refused_log[REWRITE_SITES];
 static uintptr_t start_stub[REWRITE_SITES];
 /* a start's window's inner boundaries (bit b: offset b), published with it:
  * an int3 there sends a thread to the same offset in the stub */
@@ -137,11 +139,14 @@ static bool rehearse_returns;
 static struct { uintptr_t base; uint64_t used; } stub_pages[STUB_PAGES];
 static unsigned stub_page_count;
 
-/* Every site met, for the coverage by mapping (rewrite_coverage): appended
- * once per site, without a lock (an index taken atomically). */
-#define LOG_SITES 4096
-static struct { uintptr_t site; uint8_t kind; const char *why; } site_log[LOG_SITES];
-static unsigned site_log_len;
+/* Every site met, for the coverage by mapping: appended once per site to
+ * the registry's sites (lib/registry.h; `detach ps --sites` reads them
+ * live), without a lock (an index taken atomically); why each was left
+ * trapping, here (the registry is read by other processes) */
+static const char *site_why[DT_SITES];
+_Static_assert((int)SITE_EXACT == (int)DT_SITE_EXACT && (int)SITE_WINDOW == (int)DT_SITE_WINDOW &&
+	       (int)SITE_TRAPPING == (int)DT_SITE_TRAPPING && (int)SITE_NO_STUB == (int)DT_SITE_NO_STUB,
+	       "rewrite.h's kinds are the registry's");
 
 static inline size_t slot_of(uintptr_t a)
 {
@@ -203,15 +208,20 @@ static void table_forget(volatile uintptr_t *tab, uintptr_t a)
 		__atomic_store_n(&tab[i], TOMB, __ATOMIC_RELEASE);
 }
 
-static void log_site(uintptr_t site, uint8_t kind, const char *why)
+/* The site's index in the registry's sites, or -1 (full, or no registry) */
+static long log_site(uintptr_t site, uint8_t kind, const char *why)
 {
-	unsigned i = __atomic_fetch_add(&site_log_len, 1, __ATOMIC_RELAXED);
+	struct dt_registry *r = dt_registry;
 
-	if (i < LOG_SITES) {
-		site_log[i].kind = kind;
-		site_log[i].why = why;
-		__atomic_store_n(&site_log[i].site, site, __ATOMIC_RELEASE);
-	}
+	if (!r)
+		return -1;
+	unsigned i = __atomic_fetch_add(&r->nsites, 1, __ATOMIC_RELAXED);
+	if (i >= DT_SITES)
+		return -1;
+	r->sites[i].kind = kind;
+	site_why[i] = why;
+	__atomic_store_n(&r->sites[i].addr, site, __ATOMIC_RELEASE);
+	return i;
 }
 
 /* The vDSO's code, from its ELF headers (its loadable segments start at
@@ -1101,6 +1111,15 @@ bool rewrite_int3(ucontext_t *uc)
 	return false;
 }
 
+/* One more trap at the refused site of slot r (its first included) */
+static void count_refused_trap(long r)
+{
+	unsigned i = __atomic_load_n(&refused_log[r], __ATOMIC_ACQUIRE);
+
+	if (i && dt_registry)
+		__atomic_fetch_add(&dt_registry->sites[i - 1].traps, 1, __ATOMIC_RELAXED);
+}
+
 /* Called from the trap handler of a detached thread for the site that just
  * trapped, with the trap's registers; says whether this trap rewrote the
  * site, found it rewritten, or leaves it trapping (for good or, when another
@@ -1120,7 +1139,7 @@ enum site_trap rewrite_site(struct dt_thread *t, uintptr_t site, const greg_t *g
 	if ((r = table_find(patched, site)) >= 0 && !stale_site(site, r))
 		return TRAP_AT_REWRITTEN;
 	if ((r = table_find(refused, site)) >= 0) {
-		__atomic_fetch_add(&refused_traps[r], 1, __ATOMIC_RELAXED);
+		count_refused_trap(r);
 		return TRAP_LEFT_TRAPPING;
 	}
 	if (!(why = refusal(site, g, &w, &kind))) {
@@ -1151,90 +1170,28 @@ enum site_trap rewrite_site(struct dt_thread *t, uintptr_t site, const greg_t *g
 	if (table_has(patched, site))
 		return TRAP_AT_REWRITTEN;
 	if ((r = table_add(refused, NULL, site, 0)) >= 0) {
-		__atomic_fetch_add(&refused_traps[r], 1, __ATOMIC_RELAXED);
-		log_site(site, kind, why);
+		long i = log_site(site, kind, why);
+		if (i >= 0)
+			__atomic_store_n(&refused_log[r], (uint16_t)(i + 1), __ATOMIC_RELEASE);
+		count_refused_trap(r);
 	}
 	t->stats->sites_refused++;
 	return TRAP_LEFT_TRAPPING;
 }
 
-/* What became of the sites met, by the mapping they lie in (its path, or
- * [anon], [vdso]...): written into the statistics file at exit, where libc
- * and /proc may be used.  traps_trapping: the traps at the sites left
- * trapping, their first included. */
+static const char *why_left(unsigned i)
+{
+	return i < DT_SITES && site_why[i] ? site_why[i] : "";
+}
+
+/* What became of the sites met, by the mapping they lie in: written into
+ * the statistics file at exit, where libc and /proc may be used
+ * (lib/registry.c, as `detach ps --sites` shows it live, with our reasons
+ * for the sites left trapping). */
 void rewrite_write_coverage(struct json *j)
 {
-	enum { MAPS = 32 };
-	struct { char name[160]; uint64_t n[SITE_NO_STUB + 1], traps; } by[MAPS];
-	/* the sites left trapping: where (mapping, file offset) and why */
-	static struct { unsigned map, log; unsigned long off; } left[LOG_SITES];   /* once, at exit */
-	unsigned nleft = 0;
-	unsigned nby = 0, n = __atomic_load_n(&site_log_len, __ATOMIC_ACQUIRE);
-	static const char *const kinds[] = { "exact", "window", "trapping", "no_stub" };
-	char line[512];
-	FILE *f = fopen("/proc/self/maps", "re");
-
-	if (!f)
-		return;
-	memset(by, 0, sizeof(by));
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long lo, hi, off;
-		int at = 0;
-		if (sscanf(line, "%lx-%lx %*s %lx %*s %*s %n", &lo, &hi, &off, &at) < 3)
-			continue;
-		char *name = line + at;
-		name[strcspn(name, "\n")] = '\0';
-		if (!*name)
-			name = "[anon]";
-		for (unsigned i = 0; i < n && i < LOG_SITES; i++) {
-			uintptr_t site = site_log[i].site;
-			if (site < lo || site >= hi)
-				continue;
-			unsigned k = 0;
-			while (k < nby && strcmp(by[k].name, name))
-				k++;
-			if (k == nby) {
-				if (nby == MAPS)
-					continue;
-				snprintf(by[nby++].name, sizeof(by[0].name), "%s", name);
-			}
-			by[k].n[site_log[i].kind]++;
-			long r = table_find(refused, site);
-			if (r >= 0)
-				by[k].traps += refused_traps[r];
-			if (site_log[i].kind >= SITE_TRAPPING && nleft < LOG_SITES) {
-				left[nleft].map = k;
-				left[nleft].log = i;
-				left[nleft++].off = site - lo + off;
-			}
-		}
-	}
-	fclose(f);
-	json_object_begin(j, "sites");
-	for (unsigned k = 0; k < nby; k++) {
-		json_object_begin(j, by[k].name);
-		for (int kind = 0; kind <= SITE_NO_STUB; kind++)
-			json_uint(j, kinds[kind], by[k].n[kind]);
-		json_uint(j, "traps_trapping", by[k].traps);
-		/* each site left trapping: its offset in the file (as objdump
-		 * shows it for a shared library), its traps, and why */
-		json_array_begin(j, "trapping_sites");
-		for (unsigned i = 0; i < nleft; i++) {
-			if (left[i].map != k)
-				continue;
-			char at[24];
-			long r = table_find(refused, site_log[left[i].log].site);
-			snprintf(at, sizeof(at), "%#lx", left[i].off);
-			json_object_begin(j, NULL);
-			json_str(j, "offset", at);
-			json_uint(j, "traps", r >= 0 ? refused_traps[r] : 0);
-			json_str(j, "why", site_log[left[i].log].why ? site_log[left[i].log].why : "");
-			json_object_end(j);
-		}
-		json_array_end(j);
-		json_object_end(j);
-	}
-	json_object_end(j);
+	if (dt_registry)
+		registry_sites_json(j, dt_registry, 0, why_left);
 }
 
 /* A call of dt_trampoline_entry whose return address is no stub's: a jump

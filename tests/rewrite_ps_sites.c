@@ -1,0 +1,140 @@
+/* Description: `detach ps --sites` shows a running program's system call
+ * sites by library, as the statistics file shows them at exit: a detached
+ * program (default mode) rewrites a JIT site exactly and calls a site in a
+ * read-only shared file mapping 100 times (it cannot be rewritten); while
+ * it waits, `detach ps --sites --json` lists the file with 1 site left
+ * trapping, 100 traps there and 99 after the first, and [anon] with a site
+ * rewritten exactly; the table lists the same.
+ * Timeout: 120 */
+#include "helpers/t_detach.h"
+
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+static const unsigned char getpid_code[] = { 0xb8, 39, 0, 0, 0, 0x0f, 0x05, 0xc3 };
+
+static long jit_call(const void *code)
+{
+	long r;
+
+	__asm__ volatile("call *%1" : "=a"(r) : "r"(code) : "rcx", "r11", "memory");
+	return r;
+}
+
+static int target(const char *file)
+{
+	pid_t pid = getpid();
+	unsigned char *jit = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int fd = open(file, O_RDONLY);
+	void *ro = fd >= 0 ? mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_SHARED, fd, 0) : MAP_FAILED;
+	char c;
+
+	t_check(jit != MAP_FAILED && ro != MAP_FAILED, "mmap: %s", strerror(errno));
+	if (jit == MAP_FAILED || ro == MAP_FAILED)
+		return t_done();
+	memcpy(jit, getpid_code, sizeof(getpid_code));
+	t_check(mprotect(jit, 4096, PROT_READ | PROT_EXEC) == 0, "mprotect: %s", strerror(errno));
+	t_check(jit_call(jit) == pid && jit[0] == 0xe9, "the JIT site was not rewritten");
+	for (int i = 0; i < 100; i++)
+		t_check(jit_call(ro) == pid, "the read-only site: not getpid's result");
+	printf("ready %d\n", (int)pid);
+	fflush(stdout);
+	t_check(read(0, &c, 1) == 1, "read: %s", strerror(errno));
+	return t_done();
+}
+
+int main(int argc, char **argv)
+{
+	char file[] = "/tmp/detach-ps-sites-XXXXXX", self[4096], cmd[8400], line[1024];
+	static char out[1 << 16];
+	size_t len = 0;
+	int in[2], outp[2], pid = 0;
+
+	if (argc > 2 && !strcmp(argv[1], "target"))
+		return target(argv[2]);
+	if (!getenv("DETACH_BIN"))
+		t_skip("DETACH_BIN is not set: run through tests/run.sh");
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0)
+		return 1;
+	self[n] = '\0';
+	int fd = mkstemp(file);
+	t_check(fd >= 0 && write(fd, getpid_code, sizeof(getpid_code)) == (ssize_t)sizeof(getpid_code) &&
+		ftruncate(fd, 4096) == 0, "%s: %s", file, strerror(errno));
+	close(fd);
+	chmod(file, 0444);
+
+	t_check(pipe(in) == 0 && pipe(outp) == 0, "pipe");
+	fflush(NULL);
+	pid_t child = fork();
+	if (child == 0) {
+		dup2(in[0], 0);
+		dup2(outp[1], 1);
+		close(in[1]);
+		close(outp[0]);
+		execl(getenv("DETACH_BIN"), "detach", "run", "-c", "1", "--", self, "target", file, (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(outp[1]);
+	FILE *f = fdopen(outp[0], "r");
+	if (f && fgets(line, sizeof(line), f))
+		sscanf(line, "ready %d", &pid);
+	t_check(pid > 0, "the target did not start");
+	if (pid > 0) {
+		snprintf(cmd, sizeof(cmd), "%s ps --sites --json", getenv("DETACH_BIN"));
+		FILE *p = popen(cmd, "r");
+		while (p && fgets(line, sizeof(line), p) && len + strlen(line) < sizeof(out) - 1) {
+			memcpy(out + len, line, strlen(line));
+			len += strlen(line);
+		}
+		out[len] = '\0';
+		if (p)
+			pclose(p);
+		printf("%s", out);
+		char key[160], pidkey[32];
+		snprintf(pidkey, sizeof(pidkey), "\"pid\": %d,", pid);
+		char *prog = strstr(out, pidkey);
+		snprintf(key, sizeof(key), "\"%s\": {", file);
+		char *at = prog ? strstr(prog, key) : NULL;
+		t_check(at, "no sites listed under %s for pid %d", file, pid);
+		if (at) {
+			char *end = strchr(at, ']');
+			if (end)
+				*end = '\0';
+			t_check(strstr(at, "\"trapping\": 1,") && strstr(at, "\"traps_trapping\": 100,") &&
+					strstr(at, "\"traps_after_warmup\": 99,"),
+				"the read-only site is not listed as trapping, 100 traps, 99 after warm-up");
+			if (end)
+				*end = ']';
+		}
+		char *anon = prog ? strstr(prog, "\"[anon]\": {") : NULL;
+		t_check(anon && strstr(anon, "\"exact\": ") && atoi(strstr(anon, "\"exact\": ") + 9) >= 1,
+			"no exact site under [anon]");
+		snprintf(cmd, sizeof(cmd), "%s ps --sites", getenv("DETACH_BIN"));
+		p = popen(cmd, "r");
+		bool row = false;
+		while (p && fgets(line, sizeof(line), p)) {
+			int rp = 0;
+			unsigned long long ex, win, trap, nostub, late;
+			char name[512];
+			if (sscanf(line, "%d %*s %llu %llu %llu %llu %llu %511s", &rp, &ex, &win, &trap, &nostub, &late,
+				   name) == 7 && rp == pid && !strcmp(name, file)) {
+				printf("table: %s", line);
+				row = trap == 1 && late == 99;
+			}
+		}
+		if (p)
+			pclose(p);
+		t_check(row, "the table has no row for %s with 1 site trapping and 99 late traps", file);
+	}
+	t_check(write(in[1], "x", 1) == 1, "write");
+	close(in[1]);
+	int st;
+	waitpid(child, &st, 0);
+	t_check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the target ended with status %#x", st);
+	if (f)
+		fclose(f);
+	unlink(file);
+	return t_done();
+}

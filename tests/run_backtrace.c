@@ -6,19 +6,46 @@
  * trampoline, whose CFI skips the stub to the site's function) and whose
  * other thread, not detached, blocks in read at the same rewritten site
  * (dt_native_syscall) sees blocked_reader and main, and other_reader, in
- * their backtraces.  Checked natively first.
+ * their backtraces; glibc's backtrace() (libgcc's unwinder) in a handler
+ * that interrupts the blocked read reaches blocked_reader.  Checked
+ * natively first.
  * Timeout: 120 */
 #include "helpers/t_detach.h"
 
+#include <execinfo.h>
 #include <pthread.h>
+#include <signal.h>
 
 static int wake[2];
+static volatile int bt_frames, bt_reader;
+static void *volatile reader_ret;      /* do_read's return address, in blocked_reader */
+
+__attribute__((noinline)) static ssize_t do_read(int fd, char *c)
+{
+	reader_ret = __builtin_return_address(0);
+	return read(fd, c, 1);
+}
+
+/* libgcc's unwinder (glibc's backtrace) from a handler that interrupts
+ * the blocked read: does it reach blocked_reader through the runtime's
+ * frames and its signal frame? */
+static void on_alarm(int sig)
+{
+	void *b[64];
+	int n = backtrace(b, 64);
+
+	(void)sig;
+	bt_frames = n;
+	for (int i = 0; i < n; i++)
+		if (b[i] == reader_ret)
+			bt_reader = 1;
+}
 
 __attribute__((noinline)) void blocked_reader(int fd)
 {
 	char c;
 
-	t_check(read(fd, &c, 1) == 1, "read: %s", strerror(errno));
+	t_check(do_read(fd, &c) == 1, "read: %s", strerror(errno));
 	__asm__ volatile("" ::: "memory");      /* not a tail call */
 }
 
@@ -47,9 +74,14 @@ static int target(void)
 	t_check(pipe(first) == 0 && pipe(wake) == 0 && write(first[1], "x", 1) == 1, "pipe");
 	blocked_reader(first[0]);
 	t_check(pthread_create(&th, NULL, other, NULL) == 0, "pthread_create");
+	struct sigaction sa = { .sa_handler = on_alarm, .sa_flags = SA_RESTART };
+	t_check(sigaction(SIGALRM, &sa, NULL) == 0, "sigaction");
+	alarm(1);
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
 	blocked_reader(0);
+	t_check(bt_reader, "backtrace() in a handler on the blocked read: %d frames, none in blocked_reader",
+		bt_frames);
 	t_check(write(wake[1], "x", 1) == 1, "write");
 	pthread_join(th, NULL);
 	return t_done();
@@ -105,6 +137,7 @@ static void check(const char *self, const char *prefix, const char *label)
 		t_check(strstr(out, " other_reader ("), "%s: the other thread's backtrace does not reach other_reader",
 			label);
 	}
+	usleep(1500000);                /* the target's alarm has come */
 	t_check(write(in[1], "x", 1) == 1, "write");
 	close(in[1]);
 	int st;

@@ -10,7 +10,7 @@
  * resumes, gives getppid's result, on the detached thread and on another
  * thread, and meanwhile a third thread enters at the boundaries in a loop
  * from before the rewrite to after it (it meets the old bytes, the int3s
- * or the new ones, never a mix).
+ * or the new ones, never a mix).  The stub page is locked in memory.
  * Timeout: 120 */
 #include "helpers/t_detach.h"
 
@@ -109,6 +109,23 @@ static int inner(void)
 	int32_t rel;
 	memcpy(&rel, a + 1, 4);
 	printf("A's stub at %+d bytes (rel32 %08x); B's filler %02x\n", rel, (unsigned)rel, b[B_BOUND]);
+	/* the stub page is the runtime's code: locked (--mlock thread, the
+	 * default), as the rest of it */
+	uintptr_t stub = (uintptr_t)a + 5 + (uintptr_t)(intptr_t)rel;
+	FILE *sm = fopen("/proc/self/smaps", "re");
+	char line[256];
+	bool in = false;
+	long locked = -1;
+	while (sm && fgets(line, sizeof(line), sm)) {
+		unsigned long lo, hi;
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2)
+			in = stub >= lo && stub < hi;
+		else if (in && !strncmp(line, "Locked:", 7))
+			locked = atol(line + 7);
+	}
+	if (sm)
+		fclose(sm);
+	t_check(locked >= 4, "the stub page is not locked in memory (Locked: %ld kB)", locked);
 
 	long bad = 0;
 	for (int i = 0; i < ENTRIES; i++)

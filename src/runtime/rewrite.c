@@ -115,8 +115,10 @@ static uintptr_t start_stub[REWRITE_SITES];
 /* a start's window's inner boundaries (bit b: offset b), published with it:
  * an int3 there sends a thread to the same offset in the stub */
 static uint16_t start_bounds[REWRITE_SITES];
-/* a patched site's window start (its jump, or a hop's entry) */
+/* a patched site's window start (its jump, or a hop's entry), and its
+ * entry in the registry's sites + 1 (0: none) */
 static uintptr_t patched_start[REWRITE_SITES];
+static uint16_t patched_log[REWRITE_SITES];
 /* A key no longer valid (the code it was about is gone: stale_site): probes
  * go on past it, nothing matches it.  No site or start is at address 1. */
 #define TOMB 1ul
@@ -221,6 +223,18 @@ static long log_site(uintptr_t site, uint8_t kind, const char *why)
 	r->sites[i].kind = kind;
 	site_why[i] = why;
 	__atomic_store_n(&r->sites[i].addr, site, __ATOMIC_RELEASE);
+	return i;
+}
+
+/* log_site, or, for a site logged before (i >= 0: its code was replaced,
+ * stale_site), its entry made over: a site counts once */
+static long log_again(long i, uintptr_t site, uint8_t kind, const char *why)
+{
+	if (i < 0 || i >= DT_SITES || !dt_registry)
+		return log_site(site, kind, why);
+	dt_registry->sites[i].kind = kind;
+	dt_registry->sites[i].traps = 0;
+	site_why[i] = why;
 	return i;
 }
 
@@ -1043,9 +1057,10 @@ static bool jump_stands(uintptr_t start, long s)
 
 /* A trap at a site the tables say is patched (slot p of patched): is the
  * patch still there?  If not, the site's entries are forgotten and it is
- * taken for a new one: true.  Warm-up only (a trap, a read of 5 bytes);
- * under patch_lock, tried: busy, the site stays as it is this time. */
-static bool stale_site(uintptr_t site, long p)
+ * taken for a new one: true, and *relog its entry in the registry's sites
+ * (or -1).  Warm-up only (a trap, a read of 5 bytes); under patch_lock,
+ * tried: busy, the site stays as it is this time. */
+static bool stale_site(uintptr_t site, long p, long *relog)
 {
 	uintptr_t start = patched_start[p];
 	long s = table_find(starts, start);
@@ -1060,6 +1075,7 @@ static bool stale_site(uintptr_t site, long p)
 		 * under way at the first look */
 		s = table_find(starts, start);
 		if ((p = table_find(patched, site)) >= 0 && !(s >= 0 && jump_stands(start, s))) {
+			*relog = (long)patched_log[p] - 1;
 			table_forget(patched, site);
 			table_forget(starts, start);
 			stale = true;
@@ -1132,11 +1148,11 @@ enum site_trap rewrite_site(struct dt_thread *t, uintptr_t site, const greg_t *g
 	struct window w;
 	uint8_t kind;
 	const char *why;
-	long r;
+	long r, relog = -1;
 
 	if (!dt_rewrite_on)
 		return TRAP_LEFT_TRAPPING;
-	if ((r = table_find(patched, site)) >= 0 && !stale_site(site, r))
+	if ((r = table_find(patched, site)) >= 0 && !stale_site(site, r, &relog))
 		return TRAP_AT_REWRITTEN;
 	if ((r = table_find(refused, site)) >= 0) {
 		count_refused_trap(r);
@@ -1148,7 +1164,8 @@ enum site_trap rewrite_site(struct dt_thread *t, uintptr_t site, const greg_t *g
 			t->stats->sites_rewritten++;
 			if (kind == SITE_WINDOW)
 				t->stats->sites_window++;
-			log_site(site, kind, NULL);
+			if ((relog = log_again(relog, site, kind, NULL)) >= 0 && (r = table_find(patched, site)) >= 0)
+				__atomic_store_n(&patched_log[r], (uint16_t)(relog + 1), __ATOMIC_RELAXED);
 			return TRAP_REWROTE;
 		case BUSY:
 			return TRAP_LEFT_TRAPPING;
@@ -1170,7 +1187,7 @@ enum site_trap rewrite_site(struct dt_thread *t, uintptr_t site, const greg_t *g
 	if (table_has(patched, site))
 		return TRAP_AT_REWRITTEN;
 	if ((r = table_add(refused, NULL, site, 0)) >= 0) {
-		long i = log_site(site, kind, why);
+		long i = log_again(relog, site, kind, why);
 		if (i >= 0)
 			__atomic_store_n(&refused_log[r], (uint16_t)(i + 1), __ATOMIC_RELEASE);
 		count_refused_trap(r);

@@ -10,7 +10,9 @@
  * resumes, gives getppid's result, on the detached thread and on another
  * thread, and meanwhile a third thread enters at the boundaries in a loop
  * from before the rewrite to after it (it meets the old bytes, the int3s
- * or the new ones, never a mix).  The stub page is locked in memory.
+ * or the new ones, never a mix).  The stub page is locked in memory.  A
+ * site whose boundary at offset 4 cannot be guarded (no stub can lie about
+ * 860 MiB below code at 256 MiB) is rewritten all the same, and works.
  * Timeout: 120 */
 #include "helpers/t_detach.h"
 
@@ -36,6 +38,8 @@ __asm__(".text\n"
 
 static const unsigned char code_a[] = { 0x48, 0x89, 0xfe, 0x89, 0xd0, 0x0f, 0x05, 0xc3 };
 static const unsigned char code_b[] = { 0xb8, 110, 0, 0, 0, 0x48, 0x89, 0xfe, 0x0f, 0x05, 0xc3 };
+/* mov 0x8(%rsp),%edi; mov %edx,%eax; syscall: a boundary at offset 4 */
+static const unsigned char code_c[] = { 0x8b, 0x7c, 0x24, 0x08, 0x89, 0xd0, 0x0f, 0x05, 0xc3 };
 #define A_BOUND 3
 #define B_BOUND 5
 
@@ -134,6 +138,28 @@ static int inner(void)
 	t_check(pthread_create(&o, NULL, other, NULL) == 0, "pthread_create");
 	pthread_join(o, &obad);
 	t_check(!obad, "%ld entries at a boundary on another thread gave a wrong result", (long)obad);
+
+	/* A boundary at offset 4 wants a stub about 860 MiB below the code:
+	 * none for code at 256 MiB.  The site is rewritten all the same, that
+	 * boundary unguarded (as before), and its calls work. */
+	unsigned char *low = mmap((void *)(256ul << 20), 3 * 4096, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	if (low == (void *)(256ul << 20)) {
+		unsigned char *c = low + 4096 + 0x400;
+		memset(low, 0xc3, 3 * 4096);
+		memcpy(c, code_c, sizeof(code_c));
+		t_check(mprotect(low, 3 * 4096, PROT_READ | PROT_EXEC) == 0, "mprotect: %s", strerror(errno));
+		long (*fc)(long, long, long) = (long (*)(long, long, long))(void *)c;
+		long cbad = 0;
+		for (int i = 0; i < 1000; i++)
+			cbad += fc(0, 0, 110) != ppid;
+		t_check(!cbad, "C: %ld calls gave a wrong result", cbad);
+		memcpy(&rel, c + 1, 4);
+		printf("C (code at 256 MiB): %#x, stub at %+d bytes, byte at the boundary %#x\n", c[0], rel, c[4]);
+		t_check(c[0] == 0xe9, "C was not rewritten (%#x)", c[0]);
+	} else {
+		printf("C: 256 MiB not free here, not checked\n");
+	}
 	for (int i = 0; i < 100000 && hammered < 1000; i++)
 		usleep(100);
 	atomic_store(&stop, 1);

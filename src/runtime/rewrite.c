@@ -980,6 +980,15 @@ static enum patch patch_site(struct dt_thread *t, uintptr_t site, const struct w
 	if (w->pad_len)
 		mask = val = 0;
 	uintptr_t slot = stub_slot(w->start, mask, val);
+	if (!slot && mask) {
+		/* No stub where the rel32 can hold the int3s (a boundary at
+		 * offset 4 wants one about 860 MiB below the code: none below a
+		 * non-PIE executable at 4 MiB).  Placed as any other, and those
+		 * boundaries left as they were before (docs/runtime.md); the
+		 * filler's still guarded. */
+		slot = stub_slot(w->start, 0, 0);
+		bounds &= (uint16_t)~0x1eu;
+	}
 	if (!slot) {
 		r = NO_STUB;
 		goto out;

@@ -8,6 +8,11 @@
  *   - a site rewritten, its pages unmapped, and new code mapped there with
  *     an int3 at the old jump's first byte: executing it runs the program's
  *     SIGTRAP handler (the int3 is the program's), not the old stub;
+ *   - then a window of two instructions mapped so that its inner boundary
+ *     (an int3 for good, in the filler after its jump) lies at that old
+ *     first byte: code entered there, as a thread resumes at the boundary,
+ *     goes on in the new window's stub (the old, stale start at the same
+ *     byte does not make the int3 the program's);
  *   - the statistics count the one site (rewritten three times) once.
  * Timeout: 120 */
 #include "helpers/t_detach.h"
@@ -21,6 +26,22 @@
 static const unsigned char getpid_code[] = { 0xb8, 39, 0, 0, 0, 0x0f, 0x05, 0xc3 };
 static const unsigned char getppid_code[] = { 0xb8, 110, 0, 0, 0, 0x0f, 0x05, 0xc3 };
 static const unsigned char int3_code[] = { 0xcc, 0xc3 };
+/* mov $110,%eax; mov %rdi,%rsi; syscall: an inner boundary at offset 5 */
+static const unsigned char window_code[] = { 0xb8, 110, 0, 0, 0, 0x48, 0x89, 0xfe, 0x0f, 0x05, 0xc3 };
+#define WINDOW_BOUND 5
+
+/* long jump_into(void *at, long rdi, long rax): enters code at `at` with
+ * those registers, as a call: the code's `ret` returns to our caller. */
+long jump_into(const void *at, long rdi, long rax);
+__asm__(".text\n"
+	".globl jump_into\n"
+	".type jump_into,@function\n"
+	"jump_into:\n"
+	"	movq %rdi, %r8\n"
+	"	movq %rsi, %rdi\n"
+	"	movq %rdx, %rax\n"
+	"	jmp *%r8\n"
+	".size jump_into, .-jump_into\n");
 
 static long jit_call(const void *code)
 {
@@ -87,6 +108,24 @@ static int inner(void)
 	t_check(jit_map(r, int3_code, sizeof(int3_code)) == r, "not mapped again at %p", (void *)r);
 	jit_call(site);
 	t_check(traps_seen == 1, "the program's int3 reached its handler %d times, want 1", traps_seen);
+
+	/* a window whose inner boundary is the old start (still in the
+	 * tables, its jump gone): entered there, it is the window's */
+	t_check(munmap(r, 3 * 4096) == 0, "munmap: %s", strerror(errno));
+	unsigned char *w = site - WINDOW_BOUND;
+	t_check(jit_map(r, int3_code + 1, 1) == r, "not mapped again at %p", (void *)r);   /* a ret */
+	t_check(mprotect(r, 3 * 4096, PROT_READ | PROT_WRITE) == 0, "mprotect: %s", strerror(errno));
+	memcpy(w, window_code, sizeof(window_code));
+	t_check(mprotect(r, 3 * 4096, PROT_READ | PROT_EXEC) == 0, "mprotect: %s", strerror(errno));
+	t_check(jit_call(w) == ppid, "the window's code: not getppid's result");
+	t_check(w[0] == 0xe9 && site[0] == 0xcc, "the window was not rewritten with an int3 at its boundary (%#x %#x)",
+		w[0], site[0]);
+	bad = 0;
+	for (int i = 0; i < 100; i++)
+		bad += jump_into(site, 0, 110) != ppid;
+	t_check(!bad, "%ld entries at the boundary gave a wrong result", bad);
+	t_check(traps_seen == 1, "entered at the window's boundary, the program's SIGTRAP handler ran %d times",
+		traps_seen - 1);
 	return t_done();
 }
 

@@ -1114,22 +1114,24 @@ bool rewrite_int3(ucontext_t *uc)
 		return false;
 	/* At a start: ours while its patch is under way (the int3 staged, the
 	 * tail old or new) or stands; else the program's own int3 in code
-	 * that replaced a patched one (a JIT's). */
-	if ((s = table_find(starts, at)) >= 0) {
-		if (at != __atomic_load_n(&patching_start, __ATOMIC_ACQUIRE) &&
-		    at != __atomic_load_n(&patching_pad, __ATOMIC_ACQUIRE) && !jump_stands(at, s))
-			return false;
+	 * that replaced a patched one (a JIT's), or an inner boundary of a
+	 * window of the new code, below. */
+	if ((s = table_find(starts, at)) >= 0 &&
+	    (at == __atomic_load_n(&patching_start, __ATOMIC_ACQUIRE) ||
+	     at == __atomic_load_n(&patching_pad, __ATOMIC_ACQUIRE) || jump_stands(at, s))) {
 		g[REG_RIP] = (greg_t)start_stub[s];
 		return true;
 	}
 	/* An inner boundary's int3 is ours while its window's patch is under
-	 * way or stands: no other code can have put one there */
+	 * way or stands: no other code can have put one there.  A window
+	 * whose jump is gone (stale: its code was replaced) does not decide:
+	 * the new code may hold another window around the same byte. */
 	for (unsigned b = 2; b < WIN_MAX; b++) {
 		uintptr_t start = at - b;
 		if ((s = table_find(starts, start)) < 0 || !(start_bounds[s] >> b & 1))
 			continue;
 		if (start != __atomic_load_n(&patching_start, __ATOMIC_ACQUIRE) && !jump_stands(start, s))
-			return false;
+			continue;
 		g[REG_RIP] = (greg_t)(start_stub[s] + b);
 		return true;
 	}

@@ -4,7 +4,9 @@
  * read-only shared file mapping 100 times (it cannot be rewritten); while
  * it waits, `detach ps --sites --json` lists the file with 1 site left
  * trapping, 100 traps there and 99 after the first, and [anon] with a site
- * rewritten exactly; the table lists the same.
+ * rewritten exactly; the table lists the same.  Both that document and the
+ * run's statistics file (its sites, by the same writer) match their
+ * schemas (docs/schema: ps, run-stats).
  * Timeout: 120 */
 #include "helpers/t_detach.h"
 
@@ -19,6 +21,21 @@ static long jit_call(const void *code)
 
 	__asm__ volatile("call *%1" : "=a"(r) : "r"(code) : "rcx", "r11", "memory");
 	return r;
+}
+
+/* FILE matches docs/schema/SCHEMA.schema.json (tests/helpers/validate_json.py;
+ * without python3-jsonschema, unchecked) */
+static void validate(const char *schema, const char *file)
+{
+	char cmd[8400];
+	const char *root = getenv("DETACH_ROOT");
+
+	snprintf(cmd, sizeof(cmd), "python3 %s/tests/helpers/validate_json.py %s %s", root ? root : ".", schema, file);
+	int st = system(cmd);
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 2)
+		printf("NOTE: %s not validated (no jsonschema)\n", file);
+	else
+		t_check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s does not match %s.schema.json", file, schema);
 }
 
 static int target(const char *file)
@@ -46,6 +63,7 @@ static int target(const char *file)
 int main(int argc, char **argv)
 {
 	char file[] = "/tmp/detach-ps-sites-XXXXXX", self[4096], cmd[8400], line[1024];
+	char psjson[] = "/tmp/detach-ps-sites-json-XXXXXX", stats[] = "/tmp/detach-ps-sites-stats-XXXXXX";
 	static char out[1 << 16];
 	size_t len = 0;
 	int in[2], outp[2], pid = 0;
@@ -63,6 +81,10 @@ int main(int argc, char **argv)
 		ftruncate(fd, 4096) == 0, "%s: %s", file, strerror(errno));
 	close(fd);
 	chmod(file, 0444);
+	int sfd = mkstemp(stats), jfd = mkstemp(psjson);
+	t_check(sfd >= 0 && jfd >= 0, "mkstemp: %s", strerror(errno));
+	if (sfd >= 0)
+		close(sfd);
 
 	t_check(pipe(in) == 0 && pipe(outp) == 0, "pipe");
 	fflush(NULL);
@@ -72,7 +94,8 @@ int main(int argc, char **argv)
 		dup2(outp[1], 1);
 		close(in[1]);
 		close(outp[0]);
-		execl(getenv("DETACH_BIN"), "detach", "run", "-c", "1", "--", self, "target", file, (char *)NULL);
+		execl(getenv("DETACH_BIN"), "detach", "run", "-c", "1", "--stats", stats, "--", self, "target", file,
+		      (char *)NULL);
 		_exit(127);
 	}
 	close(in[0]);
@@ -92,6 +115,12 @@ int main(int argc, char **argv)
 		if (p)
 			pclose(p);
 		printf("%s", out);
+		if (jfd >= 0) {
+			t_check(write(jfd, out, len) == (ssize_t)len, "write %s", psjson);
+			close(jfd);
+			jfd = -1;
+			validate("ps", psjson);
+		}
 		char key[160], pidkey[32];
 		snprintf(pidkey, sizeof(pidkey), "\"pid\": %d,", pid);
 		char *prog = strstr(out, pidkey);
@@ -133,8 +162,13 @@ int main(int argc, char **argv)
 	int st;
 	waitpid(child, &st, 0);
 	t_check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the target ended with status %#x", st);
+	validate("run-stats", stats);
 	if (f)
 		fclose(f);
+	if (jfd >= 0)
+		close(jfd);
 	unlink(file);
+	unlink(psjson);
+	unlink(stats);
 	return t_done();
 }

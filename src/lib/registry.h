@@ -83,14 +83,6 @@ struct dt_registry {
  * 0 or -errno. */
 int kernel_counters_read(pid_t pid, pid_t tid, struct kernel_counters *k);
 
-/* A thread's statistics as JSON, the one writer of them (`detach run
- * --stats` at the program's exit, `detach ps --json`, the ctl files):
- * the members of the thread's object, which the caller opens and closes.
- * Its counters, waited_ns, the runtime's account of kernel entries, the
- * kernel's own figures since it was detached (at its end, or read now
- * from /proc/<proc_pid>; proc_pid 0: /proc/self; left out when neither
- * can be had) and its calls by name, most first.  Uses stdio and the
- * stack (4 KiB): not for the runtime's trap path. */
 /* The sites of r by the mapping they lie in (registry_sites_group) */
 #define DT_SITE_MAPS 32
 struct dt_site_map {
@@ -114,6 +106,14 @@ struct json;
  * site sites[i], when why is given: the runtime's own reasons).  Uses
  * stdio. */
 void registry_sites_json(struct json *j, const struct dt_registry *r, pid_t pid, const char *(*why)(unsigned i));
+/* A thread's statistics as JSON, the one writer of them (`detach run
+ * --stats` at the program's exit, `detach ps --json`, the ctl files):
+ * the members of the thread's object, which the caller opens and closes.
+ * Its counters, waited_ns, the runtime's account of kernel entries, the
+ * kernel's own figures since it was detached (at its end, or read now
+ * from /proc/<proc_pid>; proc_pid 0: /proc/self; left out when neither
+ * can be had) and its calls by name, most first.  Uses stdio and the
+ * stack (4 KiB): not for the runtime's trap path. */
 void registry_thread_json(struct json *j, const struct dt_registry *r, const struct dt_thread_stats *s,
 			  pid_t proc_pid);
 

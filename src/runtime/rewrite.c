@@ -1020,6 +1020,11 @@ static enum patch patch_site(struct dt_thread *t, uintptr_t site, const struct w
 		if (s >= 0 && (!w->pad_len || table_add(starts, start_stub, w->pad, w->start) >= 0) &&
 		    table_add(dt_rewritten_sites, NULL, ret, 0) >= 0 && table_add(patched, patched_start, site, w->start) >= 0) {
 			patched_count++;
+			/* Set before the first int3 is stored, cleared after the
+			 * last byte (release stores, seen in program order on
+			 * x86): a thread's SIGTRAP handler (rewrite_int3) that
+			 * met one of these int3s sees the window as under way
+			 * here, or, once cleared, finds its jump standing. */
 			__atomic_store_n(&patching_start, w->start, __ATOMIC_RELEASE);
 			__atomic_store_n(&patching_pad, w->pad_len ? w->pad : 0, __ATOMIC_RELEASE);
 			if (w->pad_len)

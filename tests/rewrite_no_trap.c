@@ -8,8 +8,8 @@
  * __open_nocancel and __close_nocancel).  193 sites whose five patched bytes
  * straddle a cache line (one a page) are rewritten, each while a thread that
  * is not detached runs it in a loop: that thread meets the staged int3 (the
- * kernel's SIGTRAP deliveries, seen by strace) and every call of either
- * thread returns the right result.
+ * kernel's SIGTRAP deliveries, seen by strace; in one of up to three runs)
+ * and every call of either thread returns the right result.
  * Timeout: 180 */
 #include "helpers/t_detach.h"
 
@@ -246,8 +246,9 @@ static void sha256sum_sites(void)
 
 /* The race under strace (--seccomp-bpf: no stop but at signals), which
  * sees each SIGTRAP the kernel delivers.  --select first: the other thread
- * is not watched, it runs the sites natively. */
-static void race_sites(const char *self)
+ * is not watched, it runs the sites natively.  The int3s the kernel
+ * delivered, SIGTRAPs with SI_KERNEL. */
+static int race_sites(const char *self)
 {
 	char stats[128], trace[128], cmd[1024], line[1024];
 	int st, int3 = 0;
@@ -269,9 +270,9 @@ static void race_sites(const char *self)
 	check_sites("race", stats);
 	printf("race: the kernel delivered %d SIGTRAP for an int3 (the other thread met a staged site and "
 	       "went on); %lld int3 met by the detached thread\n", int3, t_stats_value(stats, "int3_hits"));
-	t_check(int3 > 0, "no thread met a site's int3 while it was rewritten: is the patch staged?");
 	unlink(stats);
 	unlink(trace);
+	return int3;
 }
 
 /* The default mode as an ordinary user: no privilege, page 0 unmappable */
@@ -313,7 +314,15 @@ int main(int argc, char **argv)
 	check_sites("open/close", stats);
 	unlink(stats);
 
-	race_sites(argv[0]);
+	/* Every run must give right results; at least one must see the other
+	 * thread meet a staged int3.  It meets one only if it runs while a
+	 * patch is staged (two membarriers, tens of us per site): on a loaded
+	 * machine it may be off its CPU through all 193 (once beside
+	 * stress-ng), so up to three runs of fresh sites. */
+	int met = 0;
+	for (int run = 0; run < 3 && !met; run++)
+		met = race_sites(argv[0]);
+	t_check(met > 0, "in 3 runs no thread met a site's int3 while it was rewritten: is the patch staged?");
 	user_calls(argv[0]);
 	return t_done();
 }

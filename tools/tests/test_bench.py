@@ -270,6 +270,22 @@ class MpiIterations(unittest.TestCase):
         thread["cpus_allowed"] = "0-1"
         self.assertFalse(mpi.evidence_check(one, c["result"], 1)[0])
 
+    def test_transport(self) -> None:
+        # every configuration of a cell talks over the transport chosen,
+        # and the measured rank keeps its place in the command line
+        for cfg in mpi.CONFIGS:
+            shm = mpi.command(cfg, ["fwq_mpi"], 1, [0], "detach", None)
+            tcp = mpi.command(cfg, ["fwq_mpi"], 1, [0], "detach", None, "tcp")
+            self.assertIn("self,vader", shm)
+            self.assertNotIn("self,tcp", shm)
+            i = tcp.index("btl")
+            self.assertEqual(tcp[i - 1:i + 2], ["--mca", "btl", "self,tcp"])
+            self.assertIn("ob1", tcp)
+            self.assertEqual(shm[-1], "fwq_mpi")
+            self.assertEqual(tcp[len(tcp) - len(shm) + shm.index("-np"):], shm[shm.index("-np"):])
+        with self.assertRaises(KeyError):
+            mpi.command("linux", ["fwq_mpi"], 1, [0], "detach", None, "udp")
+
 
 class ScaleTable(unittest.TestCase):
     def test_table(self) -> None:

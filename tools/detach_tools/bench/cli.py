@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from types import FrameType
 
 from . import loads as L
+from . import mpi as M
 from . import report, run
 from .. import paths, scale
 from ..cpus import online_cpus, parse_cpulist
@@ -55,6 +56,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
                         "thread and Linux against a pipe, an eventfd and a cache line (docs/ipc.md), or evlat alone: "
                         "event-response latency of detached, RT-task, executive and Linux receivers under cache "
                         "flooding and syscall load (the L4RTL paper's experiment, docs/rtl.md)")
+    p.add_argument("--mpi-transport", choices=sorted(M.TRANSPORTS), default="shm",
+                   help="fwq-mpi: how the two ranks talk, Open MPI's shared memory (default) or TCP on "
+                        "loopback (docs/mpi.md)")
     p.add_argument("--samples", type=positive, help="samples per cell for both programs "
                    "(default 10000; --quick: fwq 300, ctlloop 1000)")
     p.add_argument("--repeat", type=positive, help="repetitions (default 2; --quick: 1)")

@@ -42,19 +42,26 @@ FIFO = ["chrt", "-f", "10"]
 # configuration, so that they differ only in how the measured rank runs
 # (docs/mpi.md).
 OMPI_SETTINGS = ["--mca", "mpi_event_tick_rate", "1000000"]
+# --mpi-transport: Open MPI's byte transfer layers between the two ranks
+# (self: a rank to itself).  shm: vader, the shared memory Open MPI picks
+# on one node anyway; tcp: sockets on loopback, as between nodes, where a
+# rank waiting in the collective polls its sockets (docs/mpi.md); pml ob1:
+# the layer that drives the BTLs (Debian's Open MPI may pick UCX's instead).
+TRANSPORTS = {"shm": ["--mca", "btl", "self,vader"],
+              "tcp": ["--mca", "btl", "self,tcp", "--mca", "pml", "ob1"]}
 
 
-def mpirun() -> list[str]:
+def mpirun(transport: str = "shm") -> list[str]:
     # --oversubscribe: Open MPI counts one slot per core and refuses 2 ranks
     # on a 2-CPU VM otherwise; --bind-to none: each rank is placed below.
-    cmd = [MPIRUN, "--oversubscribe", "--bind-to", "none"] + OMPI_SETTINGS
+    cmd = [MPIRUN, "--oversubscribe", "--bind-to", "none"] + OMPI_SETTINGS + TRANSPORTS[transport]
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
     return cmd
 
 
 def command(cfg: str, args: list[str], cpu: int, hk: Iterable[int], detach: str,
-            partition_tasks: str | None) -> list[str]:
+            partition_tasks: str | None, transport: str = "shm") -> list[str]:
     """The mpirun command line of one cell.  args: fwq_mpi and its options;
     partition_tasks: the file a thread writes its tid to to join the
     partition (None: no partition), for the floor's measured rank."""
@@ -62,7 +69,7 @@ def command(cfg: str, args: list[str], cpu: int, hk: Iterable[int], detach: str,
     if cfg == "detached":
         # detach run places the ranks itself (src/cli/mpi_rank.c): the one
         # with CPU cpu is detached, the other runs undetached on hk.
-        return mpirun() + ["-np", "2", detach, "run", "-c", c, "-H", h,
+        return mpirun(transport) + ["-np", "2", detach, "run", "-c", c, "-H", h,
                            "--oversubscribe", "--"] + args
     other = ["taskset", "-c", h] + args
     if cfg == "linux":
@@ -77,7 +84,7 @@ def command(cfg: str, args: list[str], cpu: int, hk: Iterable[int], detach: str,
             measured = ["sh", "-c", 'echo $$ > "$0" && exec "$@"', partition_tasks] + measured
     else:
         raise ValueError(cfg)
-    return mpirun() + ["-np", "1"] + other + [":", "-np", "1"] + measured
+    return mpirun(transport) + ["-np", "1"] + other + [":", "-np", "1"] + measured
 
 
 def measured_rank(res: JsonObj, cpu: int | None) -> JsonObj | None:
@@ -298,7 +305,8 @@ def iteration_lines(rep: JsonObj) -> list[str]:
 def summary_lines(doc: JsonObj, loads: list[str], cfgs: list[str],
                   cells_for: Callable[[JsonObj, str, str, str], list[JsonObj]]) -> list[str]:
     """The fwq-mpi section of summary.md."""
-    L = ["## fwq-mpi: noise as a 2-rank MPI job sees it\n",
+    transport = doc.get("options", {}).get("mpi_transport", "shm")
+    L = [f"## fwq-mpi: noise as a 2-rank MPI job sees it (Open MPI over {transport})\n",
          "Each iteration: the FWQ quantum on every rank, then MPI_Allreduce. The measured "
          "rank runs on the measured CPU as configured, the other as an ordinary process on the "
          "housekeeping CPUs (the detached one is proven by detach ps and /proc, config_check). Rank noise: the measured rank's quantum deltas to its minimum. "

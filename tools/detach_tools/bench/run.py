@@ -130,7 +130,8 @@ class Bench:
             cmd += ["--loops", str(self.loops)]
         if prog == M.PROGRAM:
             return M.command(cfg, cmd, self.cpu, self.hk, self.detach,
-                             self.partition.tasks_file() if self.partition.active else None)
+                             self.partition.tasks_file() if self.partition.active else None,
+                             self.a.mpi_transport)
         if prog == "ctlloop" and cfg == "floor":
             cmd.append("--spin")
         cpu = str(self.cpu)
@@ -448,7 +449,8 @@ class Bench:
                         "programs": self.a.programs, "repeat": self.a.repeat,
                         "samples_fwq": self.a.samples_fwq, "samples_ctlloop": self.a.samples_ctl,
                         "quick": self.a.quick, "trace": not self.a.no_trace,
-                        "trace_overhead": self.a.trace_overhead},
+                        "trace_overhead": self.a.trace_overhead,
+                        "mpi_transport": self.a.mpi_transport},
             "system": self.state,
             "loads": self.loads_out,
             "cells": self.cells,

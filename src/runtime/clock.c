@@ -30,6 +30,9 @@
 
 #define CHECK_NS 20000          /* re-read the clock at least this often */
 #define OFF_CPU_NS 20000             /* a wait loop's gap: not running (dt_cfg.off_cpu_cycles) */
+/* A zero-timeout wait this soon after the last empty one is a busy-poll
+ * (dt_cfg.busy_poll_gap_cycles; waits.c, fd_wait, says why 20 us) */
+#define BUSY_POLL_GAP_NS 20000
 /* A trapped sleep: the handler's wait ends this long before the deadline,
  * the rest is waited after its rt_sigreturn (clock_resume.S); longer than
  * the way back through the kernel takes but in its rarest tails. */
@@ -52,6 +55,7 @@ void clock_init(void)
 	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)base;
 
 	dt_cfg.off_cpu_cycles = ns_to_tsc_cycles(&dt_cfg.tsc, OFF_CPU_NS);
+	dt_cfg.busy_poll_gap_cycles = ns_to_tsc_cycles(&dt_cfg.tsc, BUSY_POLL_GAP_NS);
 
 	if (!base || !eh->e_shoff)
 		return;

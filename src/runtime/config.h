@@ -32,6 +32,10 @@ struct dt_config {
 	 * not running (preempted, or the host took its vCPU), and the kernel
 	 * counted none of it as its CPU time (clock.c, proxy.c, cputime.c) */
 	uint64_t off_cpu_cycles;
+	/* A zero-timeout wait this soon after the same thread's last empty one
+	 * is a busy-poll, forwarded as a short blocking wait (waits.c,
+	 * fd_wait) */
+	uint64_t busy_poll_gap_cycles;
 	struct timespec start;          /* CLOCK_REALTIME when the runtime started */
 	bool rt_throttled;              /* sched_rt_runtime_us >= 0 at start */
 	bool keep_policy;               /* --keep-policy: scheduling requests for real */

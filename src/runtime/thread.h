@@ -125,6 +125,14 @@ struct dt_thread {
 	 * in progress: MASKED_WAIT | handler_returns as it was before the
 	 * wait's mask was applied; 0: none (masked_wait_since) */
 	uint64_t masked_wait;
+	/* Busy-polls (waits.c, fd_wait): the TSC at the end of this thread's
+	 * last zero-timeout poll or epoll_wait that found nothing (0: none
+	 * yet, or a gap since), the timeout the next one converted gets, and
+	 * the runtime's own timespec it goes with, which the proxy's kernel
+	 * writes the time left into (never the program's memory) */
+	uint64_t busy_poll_last;
+	uint32_t busy_poll_ns;
+	struct timespec busy_poll_ts;
 	siginfo_t raised_info;          /* written by the proxy with mb.raised */
 	/* A SIGTTIN or SIGTTOU of the terminal that this thread took while it
 	 * waited for a call of its proxy that the terminal judges: held until

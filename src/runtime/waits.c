@@ -1,6 +1,7 @@
 /* Waits of a detached thread: pure sleeps are served in user space against
  * the TSC (clock.c); waits on descriptors are forwarded with the thread's
- * signal mask applied for their length. */
+ * signal mask applied for their length; a busy-poll (a zero-timeout poll
+ * or epoll_wait back to back) is forwarded as a short blocking wait. */
 #include "runtime/waits.h"
 #include "runtime/clock.h"
 #include "runtime/signals.h"
@@ -8,6 +9,116 @@
 
 #include <string.h>
 #include <sys/syscall.h>
+
+/* ---- busy-polls ----------------------------------------------------------
+ * A program that waits by polling its descriptors with timeout 0 back to
+ * back (Open MPI's tcp BTL through libevent's poll, UCX's tcp through
+ * epoll_wait: 1,200-1,450 a collective's iteration, docs/mpi.md) makes its
+ * proxy forward them back to back: the proxy never sleeps, and on a machine
+ * where it shares a CPU with the rank the detached one waits for, takes a
+ * third of that CPU.  Such a poll is forwarded as a bounded blocking one
+ * instead (poll -> ppoll, epoll_wait and epoll_pwait -> epoll_pwait2): the
+ * proxy sleeps in the kernel until a descriptor is ready or the bound ends,
+ * and its answer is the program's: the ready descriptors as soon as the
+ * kernel wakes the proxy, else 0, EINTR when a handler of the program's
+ * interrupts it (proxy.c, interrupt_proxy; poll and the epoll waits are
+ * never restarted, natively as here, and poll(0) ends with EINTR as well
+ * when a signal is pending as it looks).  The call took longer; what it
+ * returns was true during it.  Natively the thread would have polled again
+ * at once, and got the same answer later or the ready one as soon as it
+ * came: only a wake-up the kernel cannot see (a flag in shared memory the
+ * program checks between its polls) waits up to the bound.
+ *
+ * Which is a busy-poll: one that comes within BUSY_POLL_GAP_NS (20 us,
+ * clock.c) of the end of the same thread's last zero-timeout wait that
+ * found nothing.  A forwarded call takes 1-2 us, so back-to-back polls are
+ * far below it, and a program that polls between pieces of work of its
+ * own (more than 20 us each) keeps every poll as it is.  The bound starts
+ * at BUSY_POLL_FIRST_NS and doubles with each empty one up to
+ * BUSY_POLL_CAP_NS; a gap resets it.  Non-empty results and other calls in
+ * between keep it: the thread is still waiting. */
+#define BUSY_POLL_FIRST_NS 10000u
+/* The cap: the longest a check the kernel cannot see (shared memory) is
+ * held off; measured in docs/mpi.md ("Over TCP") */
+#ifndef BUSY_POLL_CAP_NS                /* -D: a build to measure another */
+#define BUSY_POLL_CAP_NS 200000u
+#endif
+
+/* A poll, epoll_wait or epoll_pwait (its mask already the masked_wait's
+ * business: a[4] is what the proxy applies) with timeout a[2] or a[3]:
+ * forwarded as it is, or as a busy-poll's bounded wait.  No allocation,
+ * lock or kernel entry here beyond the forward: the interception path. */
+static long fd_wait(struct dt_thread *t, long nr, const long a[6])
+{
+	int timeout = (int)(nr == SYS_poll ? a[2] : a[3]);
+	uint64_t now, since;
+	long b[6], ret, to;
+	bool busy;
+
+	/* Only a zero timeout on the proxy's path: a handler's call (depth >
+	 * 0), a watched or proxyless thread's run on itself as they are */
+	if (timeout != 0 || calls_stay(t))
+		return forward(t, nr, a);
+	now = rdtsc();                          /* user space: no kernel entry */
+	busy = t->busy_poll_last && now - t->busy_poll_last < dt_cfg.busy_poll_gap_cycles;
+	if (!busy) {
+		t->busy_poll_ns = BUSY_POLL_FIRST_NS;   /* a gap: the backoff starts again */
+		ret = forward(t, nr, a);
+	} else {
+		/* The bound in the thread's own timespec: the proxy's kernel
+		 * reads it there and ppoll writes back the time left there,
+		 * never into the program's memory (a struct of the runtime's,
+		 * no allocation) */
+		t->busy_poll_ts.tv_sec = 0;
+		t->busy_poll_ts.tv_nsec = t->busy_poll_ns;
+		to = (long)&t->busy_poll_ts;
+		if (nr == SYS_poll) {
+			/* ppoll(fds, nfds, &ts, NULL, 8): the proxy's own mask
+			 * (all blocked) for its length, as for the poll */
+			b[0] = a[0]; b[1] = a[1]; b[2] = to; b[3] = 0; b[4] = 8; b[5] = 0;
+			to = SYS_ppoll;
+		} else {
+			/* epoll_pwait2(epfd, events, max, &ts, mask, size): the
+			 * mask argument as the epoll_pwait's forward had it */
+			b[0] = a[0]; b[1] = a[1]; b[2] = a[2]; b[3] = to;
+			b[4] = nr == SYS_epoll_pwait ? a[4] : 0;
+			b[5] = nr == SYS_epoll_pwait ? a[5] : 8;
+			to = SYS_epoll_pwait2;
+		}
+		/* Under the program's number in the statistics (forward()'s
+		 * count, by hand), as forward() would: a handler that left an
+		 * earlier call's wait by siglongjmp cancels it first */
+		forget_abandoned(t);
+		count(t, nr, &t->stats->forwarded);
+		/* A masked wait's record judges an epoll_pwait of its own
+		 * (masked_wait_since): kept.  A poll or epoll_wait has none,
+		 * but run from a handler that came between a masked wait's
+		 * record and its forward, it would find that one's under
+		 * SYS_ppoll's number: 0 for its length (do_masked_wait's way) */
+		since = t->masked_wait;
+		if (nr != SYS_epoll_pwait)
+			t->masked_wait = 0;
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		ret = proxy_forward(t, to, b);
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		t->masked_wait = since;
+		if (ret == 0 && t->busy_poll_ns < BUSY_POLL_CAP_NS)
+			t->busy_poll_ns = t->busy_poll_ns * 2 < BUSY_POLL_CAP_NS ? t->busy_poll_ns * 2 : BUSY_POLL_CAP_NS;
+	}
+	/* an empty answer is the chain's next link; a non-empty one or an
+	 * error leaves it as it was */
+	if (ret == 0)
+		t->busy_poll_last = rdtsc();
+	return ret;
+}
+
+long do_fd_wait(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
+{
+	(void)uc;
+	if (sigfd_is(a[0]))
+		return local_call(t, nr, a);    /* a signalfd's epoll set reads the caller's signals */
+	return fd_wait(t, nr, a);
+}
 
 /* Pure sleeps: served by clock.c; anything with descriptors is forwarded. */
 long do_sleep(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
@@ -37,7 +148,7 @@ long do_sleep(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 		if (sigfd_in_pollfds((const void *)a[0], (unsigned long)a[1]))
 			return local_call(t, nr, a);
 		if (a[1] != 0)
-			return forward(t, nr, a);
+			return fd_wait(t, nr, a);
 		count(t, nr, &t->stats->emulated);
 		return timed_poll(t, (int)a[2]);
 	}
@@ -92,7 +203,7 @@ static long masked_wait(struct dt_thread *t, long nr, long *a)
 		return local_call(t, nr, b);
 	}
 	if (!sleep && (!mask || calls_stay(t)))
-		return forward(t, nr, a);
+		return nr == SYS_epoll_pwait ? fd_wait(t, nr, a) : forward(t, nr, a);
 	if (sleep) {
 		count(t, nr, &t->stats->emulated);
 	} else {
@@ -133,7 +244,8 @@ static long masked_wait(struct dt_thread *t, long nr, long *a)
 			sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, 8);
 			return -EINTR;
 		}
-		ret = sleep ? timed_ppoll(t, (struct timespec *)(nr == SYS_ppoll ? a[2] : a[4]), since) : forward(t, nr, b);
+		ret = sleep ? timed_ppoll(t, (struct timespec *)(nr == SYS_ppoll ? a[2] : a[4]), since) :
+		      nr == SYS_epoll_pwait ? fd_wait(t, nr, b) : forward(t, nr, b);
 		sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, 8);
 		return ret;
 	}

@@ -4,6 +4,6 @@
 
 #include "runtime/call.h"
 
-DT_HIDDEN call_fn do_sleep, do_masked_wait;
+DT_HIDDEN call_fn do_sleep, do_masked_wait, do_fd_wait;
 
 #endif

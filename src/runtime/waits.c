@@ -52,7 +52,7 @@ static long fd_wait(struct dt_thread *t, long nr, const long a[6])
 {
 	int timeout = (int)(nr == SYS_poll ? a[2] : a[3]);
 	uint64_t now, since;
-	long b[6], ret, to;
+	long b[6], ret, ts, call;
 	bool busy;
 
 	/* Only a zero timeout on the proxy's path: a handler's call (depth >
@@ -71,19 +71,19 @@ static long fd_wait(struct dt_thread *t, long nr, const long a[6])
 		 * no allocation) */
 		t->busy_poll_ts.tv_sec = 0;
 		t->busy_poll_ts.tv_nsec = t->busy_poll_ns;
-		to = (long)&t->busy_poll_ts;
+		ts = (long)&t->busy_poll_ts;
 		if (nr == SYS_poll) {
 			/* ppoll(fds, nfds, &ts, NULL, 8): the proxy's own mask
 			 * (all blocked) for its length, as for the poll */
-			b[0] = a[0]; b[1] = a[1]; b[2] = to; b[3] = 0; b[4] = 8; b[5] = 0;
-			to = SYS_ppoll;
+			b[0] = a[0]; b[1] = a[1]; b[2] = ts; b[3] = 0; b[4] = 8; b[5] = 0;
+			call = SYS_ppoll;
 		} else {
 			/* epoll_pwait2(epfd, events, max, &ts, mask, size): the
 			 * mask argument as the epoll_pwait's forward had it */
-			b[0] = a[0]; b[1] = a[1]; b[2] = a[2]; b[3] = to;
+			b[0] = a[0]; b[1] = a[1]; b[2] = a[2]; b[3] = ts;
 			b[4] = nr == SYS_epoll_pwait ? a[4] : 0;
 			b[5] = nr == SYS_epoll_pwait ? a[5] : 8;
-			to = SYS_epoll_pwait2;
+			call = SYS_epoll_pwait2;
 		}
 		/* Under the program's number in the statistics (forward()'s
 		 * count, by hand), as forward() would: a handler that left an
@@ -99,7 +99,7 @@ static long fd_wait(struct dt_thread *t, long nr, const long a[6])
 		if (nr != SYS_epoll_pwait)
 			t->masked_wait = 0;
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
-		ret = proxy_forward(t, to, b);
+		ret = proxy_forward(t, call, b);
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		t->masked_wait = since;
 		if (ret == 0 && t->busy_poll_ns < BUSY_POLL_CAP_NS)

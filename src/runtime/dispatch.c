@@ -223,6 +223,8 @@ bool dispatch_general_only(long nr)
 
 	if ((nr == SYS_nanosleep || nr == SYS_clock_nanosleep) && timed_wait_general_only())
 		return true;                    /* do_sleep, clock.c: the vDSO's clock only */
+	if (r->fn == do_fd_wait)
+		return true;                    /* waits.c: a forward, or a local call */
 	return nr == SYS_gettid || (r->action == FORWARD && !r->path_arg);
 }
 

@@ -4,9 +4,11 @@
  * or epoll_wait back to back) is forwarded as a short blocking wait. */
 #include "runtime/waits.h"
 #include "runtime/clock.h"
+#include "runtime/config.h"
 #include "runtime/signals.h"
 #include "runtime/uaccess.h"
 
+#include <errno.h>
 #include <string.h>
 #include <sys/syscall.h>
 
@@ -44,6 +46,11 @@
 #define BUSY_POLL_CAP_NS 200000u
 #endif
 
+/* The bounded call of poll's ([0], ppoll) or the epoll waits' ([1],
+ * epoll_pwait2) was refused on the proxy: busy-polls of that kind go as
+ * they are.  Any detached thread may set it (a plain store). */
+static bool bounded_refused[2];
+
 /* A poll, epoll_wait or epoll_pwait (its mask already the masked_wait's
  * business: a[4] is what the proxy applies) with timeout a[2] or a[3]:
  * forwarded as it is, or as a busy-poll's bounded wait.  No allocation,
@@ -56,8 +63,14 @@ static long fd_wait(struct dt_thread *t, long nr, const long a[6])
 	bool busy;
 
 	/* Only a zero timeout on the proxy's path: a handler's call (depth >
-	 * 0), a watched or proxyless thread's run on itself as they are */
-	if (timeout != 0 || calls_stay(t))
+	 * 0), a watched or proxyless thread's run on itself as they are.
+	 * Only for an adaptive proxy: it shares its CPU (one housekeeping
+	 * CPU, config.c), where each forwarded poll takes that CPU from
+	 * others.  A spinning proxy has a CPU to itself and answers each poll
+	 * at once: a bound would only delay what the kernel cannot see (an
+	 * MPI rank's shared-memory peers, polled between its TCP polls). */
+	if (timeout != 0 || calls_stay(t) || dt_cfg.proxy_wait != PROXY_ADAPTIVE ||
+	    __atomic_load_n(&bounded_refused[nr != SYS_poll], __ATOMIC_RELAXED))
 		return forward(t, nr, a);
 	now = rdtsc();                          /* user space: no kernel entry */
 	busy = t->busy_poll_last && now - t->busy_poll_last < dt_cfg.busy_poll_gap_cycles;
@@ -102,6 +115,15 @@ static long fd_wait(struct dt_thread *t, long nr, const long a[6])
 		ret = proxy_forward(t, call, b);
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		t->masked_wait = since;
+		/* ENOSYS or EPERM: neither call returns them itself, so a
+		 * seccomp filter the process inherited (a container's older
+		 * allowlist without epoll_pwait2) refused the bounded call on
+		 * the proxy.  The program's own call goes as it is, now and
+		 * from now on (already counted). */
+		if (__builtin_expect(ret == -ENOSYS || ret == -EPERM, 0)) {
+			__atomic_store_n(&bounded_refused[nr != SYS_poll], true, __ATOMIC_RELAXED);
+			return proxy_forward(t, nr, a);
+		}
 		if (ret == 0 && t->busy_poll_ns < BUSY_POLL_CAP_NS)
 			t->busy_poll_ns = t->busy_poll_ns * 2 < BUSY_POLL_CAP_NS ? t->busy_poll_ns * 2 : BUSY_POLL_CAP_NS;
 	}

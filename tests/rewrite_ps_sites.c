@@ -86,21 +86,10 @@ int main(int argc, char **argv)
 	if (sfd >= 0)
 		close(sfd);
 
-	t_check(pipe(in) == 0 && pipe(outp) == 0, "pipe");
-	fflush(NULL);
-	pid_t child = fork();
-	if (child == 0) {
-		dup2(in[0], 0);
-		dup2(outp[1], 1);
-		close(in[1]);
-		close(outp[0]);
-		execl(getenv("DETACH_BIN"), "detach", "run", "-c", "1", "--stats", stats, "--", self, "target", file,
-		      (char *)NULL);
-		_exit(127);
-	}
-	close(in[0]);
-	close(outp[1]);
-	FILE *f = fdopen(outp[0], "r");
+	char *args[] = { getenv("DETACH_BIN"), "run", "-c", "1", "--stats", stats, "--", self, "target", file, NULL };
+	pid_t child = t_spawn_piped(args, in, outp, NULL);
+	t_check(child > 0, "pipe or fork: %s", strerror(errno));
+	FILE *f = child > 0 ? fdopen(outp[0], "r") : NULL;
 	if (f && fgets(line, sizeof(line), f))
 		sscanf(line, "ready %d", &pid);
 	t_check(pid > 0, "the target did not start");

@@ -87,29 +87,17 @@ static int target(void)
 	return t_done();
 }
 
-/* Starts `prefix self target`, attaches gdb once both threads block, and
- * checks their backtraces; then lets the target end. */
-static void check(const char *self, const char *prefix, const char *label)
+/* Starts args (ending in `self target`), attaches gdb once both threads
+ * block, and checks their backtraces; then lets the target end. */
+static void check(char **args, const char *label)
 {
 	char cmd[4400], line[1024], out[1 << 16];
 	size_t len = 0;
 	int in[2], outp[2], pid = 0;
 
-	t_check(pipe(in) == 0 && pipe(outp) == 0, "pipe");
-	fflush(NULL);
-	pid_t child = fork();
-	if (child == 0) {
-		dup2(in[0], 0);
-		dup2(outp[1], 1);
-		close(in[1]);
-		close(outp[0]);
-		snprintf(cmd, sizeof(cmd), "exec %s %s target", prefix, self);
-		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-		_exit(127);
-	}
-	close(in[0]);
-	close(outp[1]);
-	FILE *f = fdopen(outp[0], "r");
+	pid_t child = t_spawn_piped(args, in, outp, NULL);
+	t_check(child > 0, "%s: pipe or fork: %s", label, strerror(errno));
+	FILE *f = child > 0 ? fdopen(outp[0], "r") : NULL;
 	if (f && fgets(line, sizeof(line), f))
 		sscanf(line, "ready %d", &pid);
 	t_check(pid > 0, "%s: the target did not start", label);
@@ -149,7 +137,7 @@ static void check(const char *self, const char *prefix, const char *label)
 
 int main(int argc, char **argv)
 {
-	char self[4096], prefix[4200];
+	char self[4096];
 	ssize_t n;
 
 	if (argc > 1 && !strcmp(argv[1], "target"))
@@ -160,12 +148,13 @@ int main(int argc, char **argv)
 	if (n <= 0)
 		return 1;
 	self[n] = '\0';
-	check(self, "", "native");
+	char *native[] = { self, "target", NULL };
+	check(native, "native");
 	if (t_failures)
 		return t_done();
 	if (!getenv("DETACH_BIN"))
 		t_skip("DETACH_BIN is not set: run through tests/run.sh");
-	snprintf(prefix, sizeof(prefix), "%s run -c 1 --select first --", getenv("DETACH_BIN"));
-	check(self, prefix, getenv("DETACH_MODE") && *getenv("DETACH_MODE") ? getenv("DETACH_MODE") : "default");
+	char *detached[] = { getenv("DETACH_BIN"), "run", "-c", "1", "--select", "first", "--", self, "target", NULL };
+	check(detached, getenv("DETACH_MODE") && *getenv("DETACH_MODE") ? getenv("DETACH_MODE") : "default");
 	return t_done();
 }

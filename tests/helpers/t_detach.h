@@ -57,27 +57,36 @@ static inline void t_detach_argv(char **args, const char *stats, const char *con
 	args[n] = NULL;
 }
 
-/* Starts args (t_detach_argv's command line, this test under `detach run`)
- * with T_WORKLOAD set, its stdin the pipe in[1] writes and its stdout the
- * pipe read from out[0]; the child's ends are closed here.  Returns its pid,
- * or -1 (errno) when a pipe or the fork fails. */
-static inline pid_t t_spawn_workload(char **args, int in[2], int out[2])
+/* Starts args (args[0] a path) with flag=1 in its environment unless flag
+ * is NULL, its stdin the pipe in[1] writes and its stdout the pipe read
+ * from out[0]; the child's ends are closed here.  Returns its pid, or -1
+ * (errno) when a pipe or the fork fails. */
+static inline pid_t t_spawn_piped(char **args, int in[2], int out[2], const char *flag)
 {
 	pid_t p;
 
 	if (pipe(in) || pipe(out))
 		return -1;
+	fflush(NULL);
 	if ((p = fork()) == 0) {
 		dup2(in[0], 0);
 		dup2(out[1], 1);
 		close(in[0]), close(in[1]), close(out[0]), close(out[1]);
-		setenv("T_WORKLOAD", "1", 1);
+		if (flag)
+			setenv(flag, "1", 1);
 		execv(args[0], args);
 		_exit(127);
 	}
 	close(in[0]);
 	close(out[1]);
 	return p;
+}
+
+/* Starts args (t_detach_argv's command line, this test under `detach run`)
+ * with T_WORKLOAD set, piped as t_spawn_piped says. */
+static inline pid_t t_spawn_workload(char **args, int in[2], int out[2])
+{
+	return t_spawn_piped(args, in, out, "T_WORKLOAD");
 }
 
 /* Re-executes this test under `detach run -c 1 [extra...]` unless it already

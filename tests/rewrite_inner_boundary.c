@@ -172,14 +172,10 @@ static int inner(void)
 int main(int argc, char **argv)
 {
 	char stats[128];
-	const char *const extra[] = { NULL };
 
 	if (argc > 1 && !strcmp(argv[1], "inner"))
 		return inner();
-	/* the default mode: no --mode */
-	int st = t_run_inner(argv[0], "inner", extra, stats, sizeof(stats), false);
-	t_check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "inner run: status %#x", st);
-	t_check(t_stats_has(stats, "\"mode\": \"rewrite\""), "the default mode is not rewrite here");
+	t_run_inner_rewritten(argv[0], stats, sizeof(stats));
 	long long hits = t_stats_value(stats, "int3_hits");
 	printf("int3_hits of the detached thread: %lld\n", hits);
 	t_check(hits >= 2 * ENTRIES, "the detached thread met %lld int3, want >= %d", hits, 2 * ENTRIES);

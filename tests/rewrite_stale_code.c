@@ -132,14 +132,10 @@ static int inner(void)
 int main(int argc, char **argv)
 {
 	char stats[128];
-	const char *const extra[] = { NULL };
 
 	if (argc > 1 && !strcmp(argv[1], "inner"))
 		return inner();
-	/* the default mode: no --mode */
-	int st = t_run_inner(argv[0], "inner", extra, stats, sizeof(stats), false);
-	t_check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "inner run: status %#x", st);
-	t_check(t_stats_has(stats, "\"mode\": \"rewrite\""), "the default mode is not rewrite here");
+	t_run_inner_rewritten(argv[0], stats, sizeof(stats));
 	long long retraps = t_stats_value(stats, "retraps");
 	printf("retraps of the detached thread: %lld\n", retraps);
 	t_check(retraps >= 0 && retraps < 10, "%lld retraps: the new code's calls trapped at a patch that is gone",

@@ -456,6 +456,18 @@ static inline bool t_stats_has(const char *path, const char *text)
 	return t_stats_read(path, buf, sizeof(buf)) && strstr(buf, text) != NULL;
 }
 
+/* Runs `self inner` detached in the default mode (no --mode) with
+ * t_run_inner and checks that it ended with 0 and that the mode was
+ * rewrite; stats_path receives its statistics file's name. */
+static inline void t_run_inner_rewritten(char *self, char *stats_path, size_t len)
+{
+	const char *const extra[] = { NULL };
+	int st = t_run_inner(self, "inner", extra, stats_path, len, false);
+
+	t_check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "inner run: status %#x", st);
+	t_check(t_stats_has(stats_path, "\"mode\": \"rewrite\""), "the default mode is not rewrite here");
+}
+
 /* A detached program killed by a signal, or one that gave up root, cannot
  * remove its registry file (/dev/shm/detach/PID) and the runner reports it;
  * `detach ps` removes the files of dead programs.  Call after making one. */

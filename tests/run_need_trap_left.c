@@ -18,14 +18,13 @@
 #include "helpers/t_window.h"
 
 static stack_t first;
-static pid_t parent_seen;
 
 static void warm(void)
 {
 	memset(&first, 0x5a, sizeof(first));
 	if (sigaltstack(NULL, &first))
 		exit(30);
-	parent_seen = getppid();
+	t_win_warm_getppid();
 }
 
 /* 0: oss as the first call wrote it */

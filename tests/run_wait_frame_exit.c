@@ -15,18 +15,6 @@
  * Timeout: 60 */
 #include "helpers/t_window.h"
 
-static pid_t parent_seen;
-
-static long a_getppid(void)
-{
-	return getppid() != parent_seen;
-}
-
-static void warm(void)
-{
-	parent_seen = getppid();
-}
-
 int main(int argc, char **argv)
 {
 	static const enum t_win_point points[] = { T_WIN_AFTER_LOWER };
@@ -34,7 +22,7 @@ int main(int argc, char **argv)
 
 	(void)argc;
 	if (getenv("T_WORKLOAD"))
-		return t_win_workload(warm, a_getppid, 1);
+		return t_win_workload(t_win_warm_getppid, t_win_a_getppid, 1);
 	t_win_run(argv, "proxy_forward", SYS_getppid, points, 1, &res);
 	t_win_check_common(&res, 1);
 	if (res.said)

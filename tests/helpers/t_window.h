@@ -82,6 +82,21 @@ static long t_win_ms_since(const struct timespec *t0)
 	return (t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
 }
 
+/* The program's parent as the warm-up's getppid saw it (before the tracer
+ * came), and a call A that checks a round's getppid against it (0: the
+ * same) */
+static pid_t t_win_parent_seen;
+
+static inline void t_win_warm_getppid(void)
+{
+	t_win_parent_seen = getppid();
+}
+
+static inline long t_win_a_getppid(void)
+{
+	return getppid() != t_win_parent_seen;
+}
+
 /* warm: called once before the tracer is there (rewrite mode: the site is
  * rewritten at its first trap, so the rounds' calls go through the
  * trampoline); a_call: the call A of each round, 0 when its result is

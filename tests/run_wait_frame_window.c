@@ -16,19 +16,12 @@
  * the handlers' getpid, the byte read, uname), and the program must end
  * within the test's limit.  Both modes.
  * Timeout: 90 */
-#include "helpers/t_detach.h"
+#include "helpers/t_win_trace.h"
 #include "runtime/thread.h"
 
-#include <elf.h>
 #include <poll.h>
 #include <signal.h>
-#include <stddef.h>
-#include <sys/ptrace.h>
-#include <sys/stat.h>
-#include <sys/uio.h>
-#include <sys/user.h>
 #include <sys/utsname.h>
-#include <time.h>
 
 #define LIMIT_MS 5000
 
@@ -74,122 +67,6 @@ static int workload(void)
 	return 0;
 }
 
-static long ms_since(const struct timespec *t0)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
-}
-
-/* proxy_forward's address and size in process pid: the libdetach.so it
- * mapped, its symbol table, its load base from /proc/PID/maps. */
-static bool find_proxy_forward(pid_t pid, uintptr_t *addr, size_t *size, char *why, size_t whylen)
-{
-	char path[64], line[512], lib[400] = "";
-	unsigned long start = 0, end, off;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	if (!(f = fopen(path, "r"))) {
-		snprintf(why, whylen, "%s: %s", path, strerror(errno));
-		return false;
-	}
-	while (fgets(line, sizeof(line), f)) {
-		char file[400] = "";
-		if (sscanf(line, "%lx-%lx %*s %lx %*s %*s %399s", &start, &end, &off, file) == 4 &&
-		    off == 0 && strstr(file, "/libdetach.so")) {
-			snprintf(lib, sizeof(lib), "%s", file);
-			break;
-		}
-	}
-	fclose(f);
-	if (!lib[0]) {
-		snprintf(why, whylen, "no libdetach.so mapped in %d", (int)pid);
-		return false;
-	}
-	int fd = open(lib, O_RDONLY);
-	struct stat st;
-	if (fd < 0 || fstat(fd, &st)) {
-		snprintf(why, whylen, "%s: %s", lib, strerror(errno));
-		return false;
-	}
-	const unsigned char *m = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-	close(fd);
-	if (m == MAP_FAILED) {
-		snprintf(why, whylen, "mmap %s: %s", lib, strerror(errno));
-		return false;
-	}
-	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)m;
-	const Elf64_Shdr *sh = (const Elf64_Shdr *)(m + eh->e_shoff);
-	const Elf64_Phdr *ph = (const Elf64_Phdr *)(m + eh->e_phoff);
-	uintptr_t first_load = UINTPTR_MAX;
-	bool found = false, symtab = false;
-
-	for (int i = 0; i < eh->e_phnum; i++)
-		if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < first_load)
-			first_load = ph[i].p_vaddr & ~(uintptr_t)4095;
-	for (int i = 0; i < eh->e_shnum && !found; i++) {
-		if (sh[i].sh_type != SHT_SYMTAB)
-			continue;
-		symtab = true;
-		const Elf64_Sym *sym = (const Elf64_Sym *)(m + sh[i].sh_offset);
-		const char *names = (const char *)(m + sh[sh[i].sh_link].sh_offset);
-		for (size_t k = 0; k < sh[i].sh_size / sizeof(*sym); k++)
-			if (ELF64_ST_TYPE(sym[k].st_info) == STT_FUNC && sym[k].st_size &&
-			    !strcmp(names + sym[k].st_name, "proxy_forward")) {
-				*addr = start - first_load + sym[k].st_value;
-				*size = sym[k].st_size;
-				found = true;
-				break;
-			}
-	}
-	munmap((void *)m, st.st_size);
-	if (!found)
-		snprintf(why, whylen, "%s: %s", lib, symtab ? "no function proxy_forward in its symbol table"
-			 : "no symbol table (stripped)");
-	return found;
-}
-
-/* The parent of process pid, as the kernel has it (0: unreadable). */
-static pid_t parent_of(pid_t pid)
-{
-	char path[64], line[256];
-	int ppid = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	if (!(f = fopen(path, "r")))
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "PPid: %d", &ppid) == 1)
-			break;
-	fclose(f);
-	return ppid;
-}
-
-static pid_t traced;
-
-static long peek(uintptr_t addr)
-{
-	long v = 0;
-	struct iovec l = { &v, sizeof(v) }, r = { (void *)addr, sizeof(v) };
-
-	if (process_vm_readv(traced, &l, 1, &r, 1, 0) != sizeof(v))
-		fprintf(stderr, "reading %#lx of %d: %s\n", (unsigned long)addr, (int)traced, strerror(errno));
-	return v;
-}
-
-#define DR_OFF(i) offsetof(struct user, u_debugreg[i])
-
-static bool set_dr(int i, unsigned long v)
-{
-	if (ptrace(PTRACE_POKEUSER, traced, (void *)DR_OFF(i), (void *)v) == 0)
-		return true;
-	fprintf(stderr, "PTRACE_POKEUSER debug register %d = %#lx: %s\n", i, v, strerror(errno));
-	return false;
-}
-
 /* Debug register 7: breakpoint 0 on writes of 8 bytes (t->wait_frame),
  * 1 on reads and writes of 1 byte (t->mb.intr), 2 on execution
  * (proxy_forward's entry); each enabled or not. */
@@ -202,7 +79,7 @@ static bool set_dr7(bool watch, bool entry)
 		     | 1ul << 2 | 3ul << 20 | 0ul << 22;   /* L1, read/write, 1 byte */
 	if (entry)
 		v |= 1ul << 4;                             /* L2, execution */
-	return set_dr(7, v);
+	return t_win_set_dr(7, v);
 }
 
 /* Where the tracer is: it waits for the program's getppid at
@@ -220,16 +97,17 @@ static const char *const stage_name[] = {
 
 int main(int argc, char **argv)
 {
-	char *args[64], line[256] = "", result[512] = "", why[512] = "";
-	int in[2], out[2], st, rc = -1, ws;
-	pid_t p, pid = 0, proxy = 0, ppid = 0;
-	uintptr_t pf = 0, t = 0;
-	size_t pf_size = 0;
+	char result[512] = "";
+	struct t_win_prog pr;
+	int st = 0, rc = -1, ws;
+	pid_t pid, proxy, ppid;
+	uintptr_t pf, t = 0;
+	size_t pf_size;
 	unsigned long long outer_sp = 0, read_sp = 0;
 	long depth_before_read = 0, at3 = 0;
 	int nested1 = 0, nested2 = 0, nested3 = 0, hits = 0;
 	enum stage stage = S_AT_ENTRY;
-	bool failed = false, ended = false, written = false, delivered3 = false;
+	bool failed = false, ended = false, written = false, delivered3 = false, armed;
 	bool reaped = false;
 	struct timespec t0;
 	FILE *f;
@@ -237,60 +115,29 @@ int main(int argc, char **argv)
 	(void)argc;
 	if (getenv("T_WORKLOAD"))
 		return workload();
-	t_detach_argv(args, NULL, NULL, argv[0], NULL);
-	if ((p = t_spawn_workload(args, in, out)) < 0) {
-		perror("pipe or fork");
-		return 1;
-	}
-	f = fdopen(out[0], "r");
-	if (!fgets(line, sizeof(line), f) || sscanf(line, "%d %d", &pid, &proxy) != 2) {
-		waitpid(p, &st, 0);
-		t_check(0, "the program said '%s', exit %d", line, WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+	if (!t_win_start(argv, "proxy_forward", &pr, &armed))
 		return t_done();
-	}
-	traced = pid;
-	ppid = parent_of(pid);
-	if (!find_proxy_forward(pid, &pf, &pf_size, why, sizeof(why))) {
-		kill(pid, SIGKILL);
-		waitpid(p, &st, 0);
-		t_check(0, "proxy_forward not found: %s", why);
-		return t_done();
-	}
-	/* EXITKILL: a tracer that dies takes the program with it, so no
-	 * detached thread is left holding CPU 1 */
-	if (ptrace(PTRACE_SEIZE, pid, NULL, (void *)(long)PTRACE_O_EXITKILL)) {
-		int e = errno;
-		kill(pid, SIGKILL);
-		waitpid(p, &st, 0);
-		if (e == EPERM)
-			t_skip("cannot trace the program (ptrace: EPERM; kernel.yama.ptrace_scope?)");
-		t_check(0, "PTRACE_SEIZE %d: %s", (int)pid, strerror(e));
-		return t_done();
-	}
-	/* stopped (it waits for "g" in its read) to arm the entry breakpoint */
-	ptrace(PTRACE_INTERRUPT, pid, NULL, NULL);
-	while (waitpid(pid, &ws, __WALL) == pid && WIFSTOPPED(ws) && ws >> 16 != PTRACE_EVENT_STOP)
-		ptrace(PTRACE_CONT, pid, NULL, (void *)(long)WSTOPSIG(ws));
-	if (!WIFSTOPPED(ws) || !set_dr(2, pf) || !set_dr7(false, true)) {
-		failed = true;
-		t_check(0, "could not arm the breakpoint at proxy_forward (%#lx)", (unsigned long)pf);
-	}
-	ptrace(PTRACE_CONT, pid, NULL, NULL);
-	t_check(write(in[1], "g", 1) == 1, "write: %s", strerror(errno));
+	failed = !armed;
+	pid = pr.pid;
+	proxy = pr.proxy;
+	ppid = pr.ppid;
+	pf = pr.fa;
+	pf_size = pr.fsize;
+	f = pr.f;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 
-	while (!failed && stage != S_RELEASED && ms_since(&t0) < LIMIT_MS) {
+	while (!failed && stage != S_RELEASED && t_win_ms_since(&t0) < LIMIT_MS) {
 		pid_t w = waitpid(pid, &ws, __WALL | WNOHANG);
 
 		if (w == 0) {
 			/* the read waits on the proxy: signal 3 50 ms into
 			 * it, the byte 100 ms after the signal */
-			if (stage == S_IN_READ && ms_since(&t0) > at3 + 50) {
+			if (stage == S_IN_READ && t_win_ms_since(&t0) > at3 + 50) {
 				syscall(SYS_tgkill, pid, pid, SIGUSR1);
 				stage = S_SIGNALLED3;
-				at3 = ms_since(&t0);
-			} else if (stage == S_SIGNALLED3 && delivered3 && !written && ms_since(&t0) > at3 + 100) {
-				written = write(in[1], "x", 1) == 1;
+				at3 = t_win_ms_since(&t0);
+			} else if (stage == S_SIGNALLED3 && delivered3 && !written && t_win_ms_since(&t0) > at3 + 100) {
+				written = write(pr.in[1], "x", 1) == 1;
 			}
 			usleep(200);
 			continue;
@@ -298,7 +145,7 @@ int main(int argc, char **argv)
 		if (w != pid || !WIFSTOPPED(ws)) {
 			/* the program ended while traced: reaped here */
 			ended = true;
-			if (w == pid && p == pid) {
+			if (w == pid && pr.p == pid) {
 				st = ws;
 				reaped = true;
 			}
@@ -315,15 +162,15 @@ int main(int argc, char **argv)
 			 * delivered; the byte goes 100 ms after the third */
 			if (stage == S_SIGNALLED3 && sig == SIGUSR1 && !delivered3) {
 				delivered3 = true;
-				at3 = ms_since(&t0);
+				at3 = t_win_ms_since(&t0);
 			}
 			ptrace(PTRACE_CONT, pid, NULL, (void *)(long)sig);
 			continue;
 		}
 		struct user_regs_struct r;
-		long dr6 = ptrace(PTRACE_PEEKUSER, pid, (void *)DR_OFF(6), NULL);
+		long dr6 = ptrace(PTRACE_PEEKUSER, pid, (void *)T_WIN_DR(6), NULL);
 		ptrace(PTRACE_GETREGS, pid, NULL, &r);
-		set_dr(6, 0);   /* the kernel's copy accumulates */
+		t_win_set_dr(6, 0);   /* the kernel's copy accumulates */
 		hits++;
 		bool in_pf = r.rip > pf && r.rip <= pf + pf_size;
 		if (dr6 & 4) {                  /* proxy_forward's entry */
@@ -331,26 +178,26 @@ int main(int argc, char **argv)
 				t = r.rdi;
 				/* the layout the test was built with is the
 				 * runtime's: its tid and its proxy's */
-				int tid = (int)peek(t + offsetof(struct dt_thread, tid));
-				int ptid = (int)peek(t + offsetof(struct dt_thread, proxy_tid));
+				int tid = (int)t_win_peek(t + offsetof(struct dt_thread, tid));
+				int ptid = (int)t_win_peek(t + offsetof(struct dt_thread, proxy_tid));
 				if (tid != pid || ptid != proxy) {
 					t_check(0, "struct dt_thread at %#lx: tid %d proxy %d, expected %d %d "
 						"(the test's layout is not the runtime's)", (unsigned long)t, tid, ptid,
 						(int)pid, (int)proxy);
 					failed = true;
-				} else if (!set_dr(0, t + offsetof(struct dt_thread, wait_frame)) ||
-					   !set_dr(1, t + offsetof(struct dt_thread, mb.intr)) || !set_dr7(true, false)) {
+				} else if (!t_win_set_dr(0, t + offsetof(struct dt_thread, wait_frame)) ||
+					   !t_win_set_dr(1, t + offsetof(struct dt_thread, mb.intr)) || !set_dr7(true, false)) {
 					failed = true;
 				}
 				stage = S_AT_STORE;
 			} else if (stage == S_AFTER_SIGNAL2 && r.rsi == SYS_read &&
-				   peek(r.rdx) == 0 && peek(r.rdx + 16) == 1) {
+				   t_win_peek(r.rdx) == 0 && t_win_peek(r.rdx + 16) == 1) {
 				set_dr7(true, false);
 				stage = S_AT_READ_STORE;
 			}
 		} else if (dr6 & 1) {           /* a store of t->wait_frame */
-			long v = peek(t + offsetof(struct dt_thread, wait_frame));
-			long depth = (int)peek(t + offsetof(struct dt_thread, depth));
+			long v = t_win_peek(t + offsetof(struct dt_thread, wait_frame));
+			long depth = (int)t_win_peek(t + offsetof(struct dt_thread, depth));
 			/* a wait's own frame (not the store that puts the
 			 * caller's back, after it) */
 			bool own = in_pf && (unsigned long)v == r.rbp;
@@ -376,7 +223,7 @@ int main(int argc, char **argv)
 				}
 				depth_before_read = depth;
 				read_sp = r.rsp;
-				at3 = ms_since(&t0);
+				at3 = t_win_ms_since(&t0);
 				stage = S_IN_READ;
 			} else if (own && r.rsp < read_sp && (stage == S_IN_READ || stage == S_SIGNALLED3)) {
 				/* a handler's (below the read's frame): the
@@ -411,21 +258,14 @@ int main(int argc, char **argv)
 	if (stage != S_RELEASED && !ended) {
 		/* let the program go before it is killed (gdb, in the hang
 		 * report, traces every thread) */
-		ptrace(PTRACE_INTERRUPT, pid, NULL, NULL);
-		while (waitpid(pid, &ws, __WALL) == pid && WIFSTOPPED(ws)) {
-			int sig = ws >> 16 == PTRACE_EVENT_STOP || WSTOPSIG(ws) == SIGTRAP ? 0 : WSTOPSIG(ws);
-			set_dr7(false, false);
-			if (!ptrace(PTRACE_DETACH, pid, NULL, (void *)(long)sig))
-				break;
-			ptrace(PTRACE_CONT, pid, NULL, (void *)(long)sig);
-		}
+		t_win_let_go(pid);
 		fprintf(stderr, "the tracer was still %s after %d ms\n", stage_name[stage], LIMIT_MS);
-		if (!written && write(in[1], "x", 1) == 1)
+		if (!written && write(pr.in[1], "x", 1) == 1)
 			written = true;
 	}
 	/* the rest of the program, untraced, in what remains of the limit */
-	struct pollfd pfd = { .fd = out[0], .events = POLLIN };
-	long left = LIMIT_MS - ms_since(&t0);
+	struct pollfd pfd = { .fd = pr.out[0], .events = POLLIN };
+	long left = LIMIT_MS - t_win_ms_since(&t0);
 	if (poll(&pfd, 1, left > 0 ? left : 0) == 1 && fgets(result, sizeof(result), f))
 		result[strcspn(result, "\n")] = '\0';
 	if (!result[0]) {
@@ -433,9 +273,9 @@ int main(int argc, char **argv)
 		t_print_threads(pid);
 		kill(pid, SIGKILL);
 	}
-	close(in[1]);
+	close(pr.in[1]);
 	if (!reaped)
-		waitpid(p, &st, 0);
+		waitpid(pr.p, &st, 0);
 	rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 	printf("tracer: %s, %d debug traps; forwarded calls made by signal 1's handler %d, signal 2's %d, "
 	       "signal 3's %d; depth before the read %ld\n", stage_name[stage], hits, nested1, nested2, nested3,

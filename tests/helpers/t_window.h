@@ -22,18 +22,12 @@
 #define DETACH_TESTS_T_WINDOW_H
 
 #include "t_detach.h"
+#include "t_win_trace.h"
 #include "runtime/thread.h"
 
-#include <elf.h>
 #include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
-#include <stddef.h>
-#include <sys/ptrace.h>
-#include <sys/stat.h>
-#include <sys/uio.h>
-#include <sys/user.h>
-#include <time.h>
 
 /* ---- the program ---------------------------------------------------- */
 
@@ -72,14 +66,6 @@ static void t_win_on_usr2(int s)
 		t_win_h1_armed = 0;
 		siglongjmp(t_win_h1_env, 1);
 	}
-}
-
-static long t_win_ms_since(const struct timespec *t0)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
 }
 
 /* The program's parent as the warm-up's getppid saw it (before the tracer
@@ -153,28 +139,6 @@ static const char *const t_win_point_name[] = {
 	"after proxy_forward's depth-- (the store of 0)", "at the function's return address",
 };
 
-static pid_t t_win_traced;
-
-static long t_win_peek(uintptr_t addr)
-{
-	long v = 0;
-	struct iovec l = { &v, sizeof(v) }, r = { (void *)addr, sizeof(v) };
-
-	if (process_vm_readv(t_win_traced, &l, 1, &r, 1, 0) != sizeof(v))
-		fprintf(stderr, "reading %#lx of %d: %s\n", (unsigned long)addr, (int)t_win_traced, strerror(errno));
-	return v;
-}
-
-#define T_WIN_DR(i) offsetof(struct user, u_debugreg[i])
-
-static bool t_win_set_dr(int i, unsigned long v)
-{
-	if (ptrace(PTRACE_POKEUSER, t_win_traced, (void *)T_WIN_DR(i), (void *)v) == 0)
-		return true;
-	fprintf(stderr, "PTRACE_POKEUSER debug register %d = %#lx: %s\n", i, v, strerror(errno));
-	return false;
-}
-
 /* DR7: 0 writes of 8 bytes (wait_frame), 1 reads and writes of 4 bytes
  * (depth), 2 execution (an entry or a return address) */
 static bool t_win_dr7(bool watch, bool exec)
@@ -187,172 +151,6 @@ static bool t_win_dr7(bool watch, bool exec)
 	if (exec)
 		v |= 1ul << 4;                             /* L2, execution */
 	return t_win_set_dr(7, v);
-}
-
-/* The libdetach.so that process pid mapped, mapped here (len bytes; NULL:
- * why says why), and its load bias (the address of its vaddr 0). */
-static const unsigned char *t_win_lib(pid_t pid, uintptr_t *bias, size_t *len, char *why, size_t whylen)
-{
-	char path[64], line[512], lib[400] = "";
-	unsigned long start = 0, end, off;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	if (!(f = fopen(path, "r"))) {
-		snprintf(why, whylen, "%s: %s", path, strerror(errno));
-		return NULL;
-	}
-	while (fgets(line, sizeof(line), f)) {
-		char file[400] = "";
-		if (sscanf(line, "%lx-%lx %*s %lx %*s %*s %399s", &start, &end, &off, file) == 4 &&
-		    off == 0 && strstr(file, "/libdetach.so")) {
-			snprintf(lib, sizeof(lib), "%s", file);
-			break;
-		}
-	}
-	fclose(f);
-	if (!lib[0]) {
-		snprintf(why, whylen, "no libdetach.so mapped in %d", (int)pid);
-		return NULL;
-	}
-	int fd = open(lib, O_RDONLY);
-	struct stat st;
-	if (fd < 0 || fstat(fd, &st)) {
-		snprintf(why, whylen, "%s: %s", lib, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return NULL;
-	}
-	const unsigned char *m = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-	close(fd);
-	if (m == MAP_FAILED) {
-		snprintf(why, whylen, "mmap %s: %s", lib, strerror(errno));
-		return NULL;
-	}
-	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)m;
-	const Elf64_Phdr *ph = (const Elf64_Phdr *)(m + eh->e_phoff);
-	uintptr_t first_load = UINTPTR_MAX;
-
-	for (int i = 0; i < eh->e_phnum; i++)
-		if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < first_load)
-			first_load = ph[i].p_vaddr & ~(uintptr_t)4095;
-	*bias = start - first_load;
-	*len = st.st_size;
-	return m;
-}
-
-/* The function of the mapped library m that contains vaddr v (name NULL),
- * or the one called name; NULL: none (*has_symtab false: stripped). */
-static const Elf64_Sym *t_win_sym(const unsigned char *m, const char *name, uintptr_t v, const char **sym_name,
-				  bool *has_symtab)
-{
-	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)m;
-	const Elf64_Shdr *sh = (const Elf64_Shdr *)(m + eh->e_shoff);
-
-	*has_symtab = false;
-	for (int i = 0; i < eh->e_shnum; i++) {
-		if (sh[i].sh_type != SHT_SYMTAB)
-			continue;
-		*has_symtab = true;
-		const Elf64_Sym *sym = (const Elf64_Sym *)(m + sh[i].sh_offset);
-		const char *names = (const char *)(m + sh[sh[i].sh_link].sh_offset);
-		for (size_t k = 0; k < sh[i].sh_size / sizeof(*sym); k++) {
-			if (ELF64_ST_TYPE(sym[k].st_info) != STT_FUNC || !sym[k].st_size)
-				continue;
-			if (name ? !strcmp(names + sym[k].st_name, name) :
-				   v - sym[k].st_value < sym[k].st_size) {
-				*sym_name = names + sym[k].st_name;
-				return &sym[k];
-			}
-		}
-	}
-	return NULL;
-}
-
-/* Function name's address and size in process pid: the libdetach.so it
- * mapped, its symbol table, its load base from /proc/PID/maps. */
-static bool t_win_find(pid_t pid, const char *name, uintptr_t *addr, size_t *size, char *why, size_t whylen)
-{
-	uintptr_t bias = 0;
-	size_t len = 0;
-	const char *found_name;
-	bool symtab;
-	const unsigned char *m = t_win_lib(pid, &bias, &len, why, whylen);
-
-	if (!m)
-		return false;
-	const Elf64_Sym *s = t_win_sym(m, name, 0, &found_name, &symtab);
-	if (s) {
-		*addr = bias + s->st_value;
-		*size = s->st_size;
-	}
-	munmap((void *)m, len);
-	if (!s)
-		snprintf(why, whylen, "libdetach.so: %s %s", symtab ? "no function in its symbol table:" :
-			 "no symbol table (stripped), looking for", name);
-	return s != NULL;
-}
-
-/* Where address a of process pid is, for a message: FUNCTION+0xOFF when a
- * function of libdetach.so contains it (a return address may lie in
- * another function than the one the test broke in: do_sigaltstack's is in
- * dt_trampoline_dispatch, dt_dispatch's tail call to it pushed none),
- * else the mapping it lies in (a rewritten site's stub is in an anonymous
- * mapping near the program's code, rewrite.c), else the bare address. */
-static void t_win_where(pid_t pid, uintptr_t a, char *out, size_t outlen)
-{
-	char path[64], line[512], why[256];
-	unsigned long start, end, off;
-	uintptr_t bias = 0;
-	size_t len = 0;
-	const char *name;
-	bool symtab;
-	const unsigned char *m = t_win_lib(pid, &bias, &len, why, sizeof(why));
-	FILE *f;
-
-	snprintf(out, outlen, "%#lx", (unsigned long)a);
-	if (m) {
-		const Elf64_Sym *s = t_win_sym(m, NULL, a - bias, &name, &symtab);
-		if (s)
-			snprintf(out, outlen, "%s+%#lx", name, (unsigned long)(a - bias - s->st_value));
-		munmap((void *)m, len);
-		if (s)
-			return;
-	}
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	if (!(f = fopen(path, "r")))
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		char file[400] = "";
-		int n = sscanf(line, "%lx-%lx %*s %lx %*s %*s %399s", &start, &end, &off, file);
-		if (n >= 3 && a >= start && a < end) {
-			if (file[0])
-				snprintf(out, outlen, "%#lx (%s+%#lx)", (unsigned long)a, file,
-					 (unsigned long)(a - start + off));
-			else
-				snprintf(out, outlen, "%#lx (the anonymous mapping at %#lx, +%#lx: a rewritten "
-					 "site's stub?)", (unsigned long)a, start, (unsigned long)(a - start));
-			break;
-		}
-	}
-	fclose(f);
-}
-
-/* The parent of process pid, as the kernel has it (0: unreadable). */
-static pid_t t_win_parent_of(pid_t pid)
-{
-	char path[64], line[256];
-	int ppid = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	if (!(f = fopen(path, "r")))
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "PPid: %d", &ppid) == 1)
-			break;
-	fclose(f);
-	return ppid;
 }
 
 /* What the tracer saw and the program said (t_win_run). */
@@ -380,13 +178,14 @@ struct t_win_result {
 static void t_win_run(char **argv, const char *fn, long nr, const enum t_win_point *points, int rounds,
 		      struct t_win_result *res)
 {
-	char *args[64], line[256] = "", result[512] = "", why[512] = "";
-	int in[2], out[2], st = 0, ws;
-	pid_t p, pid = 0, proxy = 0;
-	uintptr_t fa = 0, t = 0, frame = 0, ret = 0;
-	size_t fsize = 0;
+	char result[512] = "";
+	struct t_win_prog pr;
+	int st = 0, ws;
+	pid_t pid;
+	uintptr_t fa, t = 0, frame = 0, ret = 0;
+	size_t fsize;
 	long at_h1 = 0;
-	bool raised_seen = false, after_store = false, reaped = false, ended = false, written = false;
+	bool raised_seen = false, after_store = false, reaped = false, ended = false, written = false, armed;
 	enum { W_ENTRY, W_WINDOW, W_RETURN, W_H1, W_H2, W_DONE } stage = W_ENTRY;
 	int round = 0;
 	struct timespec t0;
@@ -394,49 +193,16 @@ static void t_win_run(char **argv, const char *fn, long nr, const enum t_win_poi
 
 	memset(res, 0, sizeof(*res));
 	res->rc = -1;
-	t_detach_argv(args, NULL, NULL, argv[0], NULL);
-	if ((p = t_spawn_workload(args, in, out)) < 0) {
-		perror("pipe or fork");
-		exit(1);
-	}
-	f = fdopen(out[0], "r");
-	if (!fgets(line, sizeof(line), f) || sscanf(line, "%d %d", &pid, &proxy) != 2) {
-		waitpid(p, &st, 0);
-		t_check(0, "the program said '%s', exit %d", line, WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+	if (!t_win_start(argv, fn, &pr, &armed)) {
 		res->failed = true;
 		return;
 	}
-	res->pid = t_win_traced = pid;
-	res->ppid = t_win_parent_of(pid);
-	if (!t_win_find(pid, fn, &fa, &fsize, why, sizeof(why))) {
-		kill(pid, SIGKILL);
-		waitpid(p, &st, 0);
-		t_check(0, "%s not found: %s", fn, why);
-		res->failed = true;
-		return;
-	}
-	/* EXITKILL: a tracer that dies takes the program with it, so no
-	 * detached thread is left holding CPU 1 */
-	if (ptrace(PTRACE_SEIZE, pid, NULL, (void *)(long)PTRACE_O_EXITKILL)) {
-		int e = errno;
-		kill(pid, SIGKILL);
-		waitpid(p, &st, 0);
-		if (e == EPERM)
-			t_skip("cannot trace the program (ptrace: EPERM; kernel.yama.ptrace_scope?)");
-		t_check(0, "PTRACE_SEIZE %d: %s", (int)pid, strerror(e));
-		res->failed = true;
-		return;
-	}
-	/* stopped (it waits for "g" in its read) to arm the entry breakpoint */
-	ptrace(PTRACE_INTERRUPT, pid, NULL, NULL);
-	while (waitpid(pid, &ws, __WALL) == pid && WIFSTOPPED(ws) && ws >> 16 != PTRACE_EVENT_STOP)
-		ptrace(PTRACE_CONT, pid, NULL, (void *)(long)WSTOPSIG(ws));
-	if (!WIFSTOPPED(ws) || !t_win_set_dr(2, fa) || !t_win_dr7(false, true)) {
-		res->failed = true;
-		t_check(0, "could not arm the breakpoint at %s (%#lx)", fn, (unsigned long)fa);
-	}
-	ptrace(PTRACE_CONT, pid, NULL, NULL);
-	t_check(write(in[1], "g", 1) == 1, "write: %s", strerror(errno));
+	res->failed = !armed;
+	res->pid = pid = pr.pid;
+	res->ppid = pr.ppid;
+	fa = pr.fa;
+	fsize = pr.fsize;
+	f = pr.f;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 
 	while (!res->failed && stage != W_DONE && t_win_ms_since(&t0) < T_WIN_LIMIT_MS) {
@@ -453,7 +219,7 @@ static void t_win_run(char **argv, const char *fn, long nr, const enum t_win_poi
 		}
 		if (w != pid || !WIFSTOPPED(ws)) {
 			ended = true;
-			if (w == pid && p == pid) {
+			if (w == pid && pr.p == pid) {
 				st = ws;
 				reaped = true;
 			}
@@ -512,10 +278,10 @@ static void t_win_run(char **argv, const char *fn, long nr, const enum t_win_poi
 				 * runtime's: its tid and its proxy's */
 				int tid = (int)t_win_peek(t + offsetof(struct dt_thread, tid));
 				int ptid = (int)t_win_peek(t + offsetof(struct dt_thread, proxy_tid));
-				if (tid != pid || ptid != proxy) {
+				if (tid != pid || ptid != pr.proxy) {
 					t_check(0, "struct dt_thread at %#lx: tid %d proxy %d, expected %d %d "
 						"(the test's layout is not the runtime's)", (unsigned long)t, tid, ptid,
-						(int)pid, (int)proxy);
+						(int)pid, (int)pr.proxy);
 					res->failed = true;
 					break;
 				}
@@ -567,22 +333,15 @@ static void t_win_run(char **argv, const char *fn, long nr, const enum t_win_poi
 	if (stage != W_DONE && !ended) {
 		/* let the program go before it is killed (gdb, in the hang
 		 * report, traces every thread) */
-		ptrace(PTRACE_INTERRUPT, pid, NULL, NULL);
-		while (waitpid(pid, &ws, __WALL) == pid && WIFSTOPPED(ws)) {
-			int sig = ws >> 16 == PTRACE_EVENT_STOP || WSTOPSIG(ws) == SIGTRAP ? 0 : WSTOPSIG(ws);
-			t_win_dr7(false, false);
-			if (!ptrace(PTRACE_DETACH, pid, NULL, (void *)(long)sig))
-				break;
-			ptrace(PTRACE_CONT, pid, NULL, (void *)(long)sig);
-		}
+		t_win_let_go(pid);
 		fprintf(stderr, "the tracer was still at round %d stage %d after %d ms\n", round, (int)stage,
 			T_WIN_LIMIT_MS);
 	}
 	/* the byte main's read must get, 100 ms after the rounds */
 	usleep(100000);
-	written = write(in[1], "x", 1) == 1;
+	written = write(pr.in[1], "x", 1) == 1;
 	t_check(written, "write of the byte: %s", strerror(errno));
-	struct pollfd pfd = { .fd = out[0], .events = POLLIN };
+	struct pollfd pfd = { .fd = pr.out[0], .events = POLLIN };
 	if (poll(&pfd, 1, 6000) == 1 && fgets(result, sizeof(result), f))
 		result[strcspn(result, "\n")] = '\0';
 	if (!result[0]) {
@@ -590,10 +349,10 @@ static void t_win_run(char **argv, const char *fn, long nr, const enum t_win_poi
 		t_print_threads(pid);
 		kill(pid, SIGKILL);
 	}
-	close(in[1]);
+	close(pr.in[1]);
 	/* its end, within 5 s of its line (killed after: exit 137) */
 	for (int i = 0; !reaped && i < 5000; i++) {
-		if (waitpid(p, &st, WNOHANG) == p)
+		if (waitpid(pr.p, &st, WNOHANG) == pr.p)
 			reaped = true;
 		else
 			usleep(1000);
@@ -602,7 +361,7 @@ static void t_win_run(char **argv, const char *fn, long nr, const enum t_win_poi
 		fprintf(stderr, "the program did not end within 5 s of its line:\n");
 		t_print_threads(pid);
 		kill(pid, SIGKILL);
-		waitpid(p, &st, 0);
+		waitpid(pr.p, &st, 0);
 	}
 	res->rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 	printf("program (pid %d, parent %d): exit %d, '%s'; the tracer made %d of %d rounds\n", (int)pid,

@@ -223,23 +223,12 @@ static pid_t spawn(int (*fn)(void))
 
 int main(void)
 {
-	struct dt_chan *keep_down, *keep_up;
 	pthread_t th;
 	pid_t kids[3];
 	const char *what[3] = { "consumer", "producer", "corrupter" };
 	int st;
 
-	t_chan_setup(down_name, sizeof(down_name), "t-corrupt-down");
-	snprintf(up_name, sizeof(up_name), "t-corrupt-up-%d", (int)getpid());
-	dt_chan_unlink(down_name);
-	dt_chan_unlink(up_name);
-	dt_shm_unlink(down_name);
-	/* create both (64 KiB rings) and let go of the roles */
-	t_check(dt_chan_open(down_name, DT_CHAN_CREATE | DT_CHAN_CONSUMER, 65536, &keep_down) == 0, "create");
-	t_check(dt_chan_open(up_name, DT_CHAN_CREATE | DT_CHAN_PRODUCER, 65536, &keep_up) == 0, "create");
-	dt_chan_close(keep_down);
-	dt_chan_close(keep_up);
-	t_check(dt_shm_open(down_name, DT_CHAN_CREATE, sizeof(*sh), (void **)&sh) == 0, "region");
+	t_chan_pair(down_name, up_name, sizeof(down_name), "t-corrupt", sizeof(*sh), (void **)&sh);
 	if (t_failures)
 		return t_done();
 
@@ -290,9 +279,6 @@ int main(void)
 	t_check(sh->valid_after[0] > 1000 && sh->valid_after[1] > 1000, "the channels did not recover");
 	for (int i = 0; i < 3; i++)
 		t_check(sh->bad_results[i] == 0, "%llu undocumented results (%d)", (unsigned long long)sh->bad_results[i], i);
-	dt_chan_unlink(down_name);
-	dt_chan_unlink(up_name);
-	dt_shm_close(sh);
-	dt_shm_unlink(down_name);
+	t_chan_pair_remove(down_name, up_name, sh);
 	return t_done();
 }

@@ -191,7 +191,6 @@ static bool wait_both(volatile int *flags, const char *what)
 
 int main(void)
 {
-	struct dt_chan *keep_down, *keep_up;
 	struct chan_shared *raw[2];
 	const char *dir[2] = { "detached -> Linux", "Linux -> detached" };
 	pthread_t th;
@@ -199,16 +198,7 @@ int main(void)
 	uint64_t t, h;
 	int st;
 
-	t_chan_setup(down_name, sizeof(down_name), "t-fake-down");
-	snprintf(up_name, sizeof(up_name), "t-fake-up-%d", (int)getpid());
-	dt_chan_unlink(down_name);
-	dt_chan_unlink(up_name);
-	dt_shm_unlink(down_name);
-	t_check(dt_chan_open(down_name, DT_CHAN_CREATE | DT_CHAN_CONSUMER, 65536, &keep_down) == 0, "create");
-	t_check(dt_chan_open(up_name, DT_CHAN_CREATE | DT_CHAN_PRODUCER, 65536, &keep_up) == 0, "create");
-	dt_chan_close(keep_down);
-	dt_chan_close(keep_up);
-	t_check(dt_shm_open(down_name, DT_CHAN_CREATE, sizeof(*sh), (void **)&sh) == 0, "region");
+	t_chan_pair(down_name, up_name, sizeof(down_name), "t-fake", sizeof(*sh), (void **)&sh);
 	raw[0] = map_raw(down_name);
 	raw[1] = map_raw(up_name);
 	t_check(raw[0] && raw[1], "raw maps");
@@ -270,9 +260,6 @@ int main(void)
 		printf("%s: %llu intact messages, -EBADMSG %llu on put\n", dir[i], (unsigned long long)sh->intact[i],
 		       (unsigned long long)sh->badmsg_put[i]);
 	t_check(sh->intact[0] > 1000 && sh->intact[1] > 1000, "the channels did not recover");
-	dt_chan_unlink(down_name);
-	dt_chan_unlink(up_name);
-	dt_shm_close(sh);
-	dt_shm_unlink(down_name);
+	t_chan_pair_remove(down_name, up_name, sh);
 	return t_done();
 }

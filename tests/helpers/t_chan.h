@@ -84,6 +84,39 @@ static inline void t_chan_setup(char *name, size_t len, const char *base)
 	snprintf(name, len, "%s-%d", base, (int)getpid());
 }
 
+/* The two channels of a test of both directions, down (detached ->
+ * Linux) and up (Linux -> detached), named BASE-down-PID and BASE-up-PID
+ * (t_chan_setup's skips first): what a run before left is removed, both
+ * are created (64 KiB rings) and their roles let go; a shared region of
+ * size bytes for the test's processes, named as down, is created at
+ * *region (checked). */
+static inline void t_chan_pair(char *down, char *up, size_t len, const char *base, size_t size, void **region)
+{
+	struct dt_chan *keep_down, *keep_up;
+	char name[64];
+
+	snprintf(name, sizeof(name), "%s-down", base);
+	t_chan_setup(down, len, name);
+	snprintf(up, len, "%s-up-%d", base, (int)getpid());
+	dt_chan_unlink(down);
+	dt_chan_unlink(up);
+	dt_shm_unlink(down);
+	t_check(dt_chan_open(down, DT_CHAN_CREATE | DT_CHAN_CONSUMER, 65536, &keep_down) == 0, "create");
+	t_check(dt_chan_open(up, DT_CHAN_CREATE | DT_CHAN_PRODUCER, 65536, &keep_up) == 0, "create");
+	dt_chan_close(keep_down);
+	dt_chan_close(keep_up);
+	t_check(dt_shm_open(down, DT_CHAN_CREATE, size, region) == 0, "region");
+}
+
+/* Removes t_chan_pair's channels and its region (mapped at region) */
+static inline void t_chan_pair_remove(const char *down, const char *up, void *region)
+{
+	dt_chan_unlink(down);
+	dt_chan_unlink(up);
+	dt_shm_close(region);
+	dt_shm_unlink(down);
+}
+
 /* Runs fn on a new thread detached on T_DETACHED_CPU; returns when it ends. */
 static inline void t_run_detached(void *(*fn)(void *), void *arg)
 {

@@ -158,10 +158,7 @@ static void run_case(char *self, char *r)
 		ptrace(PTRACE_SYSCALL, proxy, NULL, (void *)(long)sig);
 	}
 	if (!ended) {
-		ptrace(PTRACE_INTERRUPT, proxy, NULL, NULL);
-		while (waitpid(proxy, &st, __WALL) == proxy && WIFSTOPPED(st) &&
-		       ptrace(PTRACE_DETACH, proxy, NULL, NULL))
-			ptrace(PTRACE_CONT, proxy, NULL, NULL);
+		t_untrace(proxy);
 		fprintf(stderr, "the proxy did not exit within %d ms:\n", LIMIT_MS);
 		t_print_threads(pid);
 		kill(pid, SIGKILL);

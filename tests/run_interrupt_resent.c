@@ -112,12 +112,7 @@ int main(int argc, char **argv)
 		usleep(500);
 	}
 	if (!ended) {
-		/* let the proxy go first: gdb (the hang report) traces every
-		 * thread */
-		ptrace(PTRACE_INTERRUPT, proxy, NULL, NULL);
-		while (waitpid(proxy, &st, __WALL) == proxy && WIFSTOPPED(st) &&
-		       ptrace(PTRACE_DETACH, proxy, NULL, NULL))
-			ptrace(PTRACE_CONT, proxy, NULL, NULL);
+		t_untrace(proxy);      /* before the hang report */
 		fprintf(stderr, "the program did not end within %d ms:\n", LIMIT_MS);
 		t_print_threads(pid);
 		kill(pid, SIGKILL);

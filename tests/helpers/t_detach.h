@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -466,6 +467,17 @@ static inline void t_run_inner_rewritten(char *self, char *stats_path, size_t le
 
 	t_check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "inner run: status %#x", st);
 	t_check(t_stats_has(stats_path, "\"mode\": \"rewrite\""), "the default mode is not rewrite here");
+}
+
+/* Lets a thread this test traces (ptrace, seized) go: stops it and
+ * detaches, before a hang report (gdb traces every thread) */
+static inline void t_untrace(pid_t tid)
+{
+	int st;
+
+	ptrace(PTRACE_INTERRUPT, tid, NULL, NULL);
+	while (waitpid(tid, &st, __WALL) == tid && WIFSTOPPED(st) && ptrace(PTRACE_DETACH, tid, NULL, NULL))
+		ptrace(PTRACE_CONT, tid, NULL, NULL);
 }
 
 /* A detached program killed by a signal, or one that gave up root, cannot

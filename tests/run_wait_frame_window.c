@@ -99,8 +99,8 @@ int main(int argc, char **argv)
 {
 	char result[512] = "";
 	struct t_win_prog pr;
-	int st = 0, rc = -1, ws;
-	pid_t pid, proxy, ppid;
+	int st = 0, rc = -1;
+	pid_t pid, ppid;
 	uintptr_t pf, t = 0;
 	size_t pf_size;
 	unsigned long long outer_sp = 0, read_sp = 0;
@@ -119,7 +119,6 @@ int main(int argc, char **argv)
 		return t_done();
 	failed = !armed;
 	pid = pr.pid;
-	proxy = pr.proxy;
 	ppid = pr.ppid;
 	pf = pr.fa;
 	pf_size = pr.fsize;
@@ -127,9 +126,12 @@ int main(int argc, char **argv)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 
 	while (!failed && stage != S_RELEASED && t_win_ms_since(&t0) < LIMIT_MS) {
-		pid_t w = waitpid(pid, &ws, __WALL | WNOHANG);
+		struct user_regs_struct r;
+		long dr6 = 0;
+		int sig = 0, inject = 0;
+		enum t_win_event ev = t_win_next(&pr, &st, &reaped, &sig, &dr6, &r);
 
-		if (w == 0) {
+		if (ev == T_WIN_NONE) {
 			/* the read waits on the proxy: signal 3 50 ms into
 			 * it, the byte 100 ms after the signal */
 			if (stage == S_IN_READ && t_win_ms_since(&t0) > at3 + 50) {
@@ -142,22 +144,14 @@ int main(int argc, char **argv)
 			usleep(200);
 			continue;
 		}
-		if (w != pid || !WIFSTOPPED(ws)) {
+		if (ev == T_WIN_AGAIN)
+			continue;
+		if (ev == T_WIN_ENDED) {
 			/* the program ended while traced: reaped here */
 			ended = true;
-			if (w == pid && pr.p == pid) {
-				st = ws;
-				reaped = true;
-			}
 			break;
 		}
-		int sig = WSTOPSIG(ws), inject = 0;
-		siginfo_t si = { 0 };
-		if (ws >> 16 == PTRACE_EVENT_STOP) {
-			ptrace(PTRACE_CONT, pid, NULL, NULL);
-			continue;
-		}
-		if (sig != SIGTRAP || ptrace(PTRACE_GETSIGINFO, pid, NULL, &si) || si.si_code != TRAP_HWBKPT) {
+		if (ev == T_WIN_SIGNAL) {
 			/* not ours (SIGSYS in sud mode, the third SIGUSR1):
 			 * delivered; the byte goes 100 ms after the third */
 			if (stage == S_SIGNALLED3 && sig == SIGUSR1 && !delivered3) {
@@ -167,23 +161,12 @@ int main(int argc, char **argv)
 			ptrace(PTRACE_CONT, pid, NULL, (void *)(long)sig);
 			continue;
 		}
-		struct user_regs_struct r;
-		long dr6 = ptrace(PTRACE_PEEKUSER, pid, (void *)T_WIN_DR(6), NULL);
-		ptrace(PTRACE_GETREGS, pid, NULL, &r);
-		t_win_set_dr(6, 0);   /* the kernel's copy accumulates */
 		hits++;
 		bool in_pf = r.rip > pf && r.rip <= pf + pf_size;
 		if (dr6 & 4) {                  /* proxy_forward's entry */
 			if (stage == S_AT_ENTRY && r.rsi == SYS_getppid) {
 				t = r.rdi;
-				/* the layout the test was built with is the
-				 * runtime's: its tid and its proxy's */
-				int tid = (int)t_win_peek(t + offsetof(struct dt_thread, tid));
-				int ptid = (int)t_win_peek(t + offsetof(struct dt_thread, proxy_tid));
-				if (tid != pid || ptid != proxy) {
-					t_check(0, "struct dt_thread at %#lx: tid %d proxy %d, expected %d %d "
-						"(the test's layout is not the runtime's)", (unsigned long)t, tid, ptid,
-						(int)pid, (int)proxy);
+				if (!t_win_layout(t, &pr)) {
 					failed = true;
 				} else if (!t_win_set_dr(0, t + offsetof(struct dt_thread, wait_frame)) ||
 					   !t_win_set_dr(1, t + offsetof(struct dt_thread, mb.intr)) || !set_dr7(true, false)) {

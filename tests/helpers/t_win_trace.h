@@ -7,6 +7,7 @@
 #define DETACH_TESTS_T_WIN_TRACE_H
 
 #include "t_detach.h"
+#include "runtime/thread.h"
 
 #include <elf.h>
 #include <signal.h>
@@ -279,6 +280,62 @@ static inline bool t_win_start(char **argv, const char *fn, struct t_win_prog *p
 	ptrace(PTRACE_CONT, pr->pid, NULL, NULL);
 	t_check(write(pr->in[1], "g", 1) == 1, "write: %s", strerror(errno));
 	return true;
+}
+
+/* What the traced program did (t_win_next) */
+enum t_win_event {
+	T_WIN_NONE,     /* nothing yet */
+	T_WIN_AGAIN,    /* a group stop, continued */
+	T_WIN_ENDED,    /* it ended while traced */
+	T_WIN_SIGNAL,   /* a signal for it, not a debug trap: the caller continues it */
+	T_WIN_TRAP,     /* a debug trap */
+};
+
+/* The next stop of the traced program, without waiting.  T_WIN_ENDED:
+ * *st its wait status and *reaped true when the child t_win_start made is
+ * the program and was reaped here.  T_WIN_SIGNAL: *sig.  T_WIN_TRAP: *dr6
+ * what hit (cleared after: the kernel's copy accumulates) and *r its
+ * registers. */
+static inline enum t_win_event t_win_next(const struct t_win_prog *pr, int *st, bool *reaped, int *sig, long *dr6,
+					  struct user_regs_struct *r)
+{
+	siginfo_t si = { 0 };
+	int ws;
+	pid_t w = waitpid(pr->pid, &ws, __WALL | WNOHANG);
+
+	if (w == 0)
+		return T_WIN_NONE;
+	if (w != pr->pid || !WIFSTOPPED(ws)) {
+		if (w == pr->pid && pr->p == pr->pid) {
+			*st = ws;
+			*reaped = true;
+		}
+		return T_WIN_ENDED;
+	}
+	if (ws >> 16 == PTRACE_EVENT_STOP) {
+		ptrace(PTRACE_CONT, pr->pid, NULL, NULL);
+		return T_WIN_AGAIN;
+	}
+	*sig = WSTOPSIG(ws);
+	if (*sig != SIGTRAP || ptrace(PTRACE_GETSIGINFO, pr->pid, NULL, &si) || si.si_code != TRAP_HWBKPT)
+		return T_WIN_SIGNAL;
+	*dr6 = ptrace(PTRACE_PEEKUSER, pr->pid, (void *)T_WIN_DR(6), NULL);
+	ptrace(PTRACE_GETREGS, pr->pid, NULL, r);
+	t_win_set_dr(6, 0);
+	return T_WIN_TRAP;
+}
+
+/* The struct dt_thread at t (rdi at the traced function's entry) is the
+ * traced program's: the layout the test was built with is the runtime's
+ * (its tid and its proxy's; checked) */
+static inline bool t_win_layout(uintptr_t t, const struct t_win_prog *pr)
+{
+	int tid = (int)t_win_peek(t + offsetof(struct dt_thread, tid));
+	int ptid = (int)t_win_peek(t + offsetof(struct dt_thread, proxy_tid));
+
+	t_check(tid == pr->pid && ptid == pr->proxy, "struct dt_thread at %#lx: tid %d proxy %d, expected %d %d "
+		"(the test's layout is not the runtime's)", (unsigned long)t, tid, ptid, (int)pr->pid, (int)pr->proxy);
+	return tid == pr->pid && ptid == pr->proxy;
 }
 
 /* Lets the traced program go, its debug registers off, before it is

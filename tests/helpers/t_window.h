@@ -180,7 +180,7 @@ static void t_win_run(char **argv, const char *fn, long nr, const enum t_win_poi
 {
 	char result[512] = "";
 	struct t_win_prog pr;
-	int st = 0, ws;
+	int st = 0;
 	pid_t pid;
 	uintptr_t fa, t = 0, frame = 0, ret = 0;
 	size_t fsize;
@@ -206,9 +206,12 @@ static void t_win_run(char **argv, const char *fn, long nr, const enum t_win_poi
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 
 	while (!res->failed && stage != W_DONE && t_win_ms_since(&t0) < T_WIN_LIMIT_MS) {
-		pid_t w = waitpid(pid, &ws, __WALL | WNOHANG);
+		struct user_regs_struct r;
+		long dr6 = 0;
+		int sig = 0, inject = 0;
+		enum t_win_event ev = t_win_next(&pr, &st, &reaped, &sig, &dr6, &r);
 
-		if (w == 0) {
+		if (ev == T_WIN_NONE) {
 			/* H1's read waits on the proxy: H2 50 ms into it */
 			if (stage == W_H1 && t_win_ms_since(&t0) > at_h1 + 50) {
 				syscall(SYS_tgkill, pid, pid, SIGUSR2);
@@ -217,21 +220,13 @@ static void t_win_run(char **argv, const char *fn, long nr, const enum t_win_poi
 			usleep(200);
 			continue;
 		}
-		if (w != pid || !WIFSTOPPED(ws)) {
+		if (ev == T_WIN_AGAIN)
+			continue;
+		if (ev == T_WIN_ENDED) {
 			ended = true;
-			if (w == pid && pr.p == pid) {
-				st = ws;
-				reaped = true;
-			}
 			break;
 		}
-		int sig = WSTOPSIG(ws), inject = 0;
-		siginfo_t si = { 0 };
-		if (ws >> 16 == PTRACE_EVENT_STOP) {
-			ptrace(PTRACE_CONT, pid, NULL, NULL);
-			continue;
-		}
-		if (sig != SIGTRAP || ptrace(PTRACE_GETSIGINFO, pid, NULL, &si) || si.si_code != TRAP_HWBKPT) {
+		if (ev == T_WIN_SIGNAL) {
 			/* not ours (SIGSYS in sud mode, H2's SIGUSR2) */
 			if (stage == W_H2 && sig == SIGUSR2) {
 				res->rounds_done = ++round;
@@ -254,10 +249,6 @@ static void t_win_run(char **argv, const char *fn, long nr, const enum t_win_poi
 			ptrace(PTRACE_CONT, pid, NULL, (void *)(long)sig);
 			continue;
 		}
-		struct user_regs_struct r;
-		long dr6 = ptrace(PTRACE_PEEKUSER, pid, (void *)T_WIN_DR(6), NULL);
-		ptrace(PTRACE_GETREGS, pid, NULL, &r);
-		t_win_set_dr(6, 0);     /* the kernel's copy accumulates */
 		bool in_fn = r.rip > fa && r.rip < fa + fsize;
 		enum t_win_point point = points[round];
 		if ((dr6 & 4) && stage == W_ENTRY && r.rip == fa && r.rsi == (unsigned long long)nr &&
@@ -274,14 +265,7 @@ static void t_win_run(char **argv, const char *fn, long nr, const enum t_win_poi
 		    (point != T_WIN_AT_RETURN || r.rcx == 0)) {
 			if (!t) {
 				t = r.rdi;
-				/* the layout the test was built with is the
-				 * runtime's: its tid and its proxy's */
-				int tid = (int)t_win_peek(t + offsetof(struct dt_thread, tid));
-				int ptid = (int)t_win_peek(t + offsetof(struct dt_thread, proxy_tid));
-				if (tid != pid || ptid != pr.proxy) {
-					t_check(0, "struct dt_thread at %#lx: tid %d proxy %d, expected %d %d "
-						"(the test's layout is not the runtime's)", (unsigned long)t, tid, ptid,
-						(int)pid, (int)pr.proxy);
+				if (!t_win_layout(t, &pr)) {
 					res->failed = true;
 					break;
 				}

@@ -72,10 +72,8 @@ int main(int argc, char **argv)
 		return target(argv[2]);
 	if (!getenv("DETACH_BIN"))
 		t_skip("DETACH_BIN is not set: run through tests/run.sh");
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n <= 0)
+	if (!t_self_exe(self, sizeof(self)))
 		return 1;
-	self[n] = '\0';
 	int fd = mkstemp(file);
 	t_check(fd >= 0 && write(fd, getpid_code, sizeof(getpid_code)) == (ssize_t)sizeof(getpid_code) &&
 		ftruncate(fd, 4096) == 0, "%s: %s", file, strerror(errno));

@@ -138,16 +138,12 @@ static void check(char **args, const char *label)
 int main(int argc, char **argv)
 {
 	char self[4096];
-	ssize_t n;
 
 	if (argc > 1 && !strcmp(argv[1], "target"))
 		return target();
-	if (system("gdb --version >/dev/null 2>&1") != 0)
-		t_skip("gdb is not installed (tools/install-deps.sh)");
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n <= 0)
+	t_need_gdb();
+	if (!t_self_exe(self, sizeof(self)))
 		return 1;
-	self[n] = '\0';
 	char *native[] = { self, "target", NULL };
 	check(native, "native");
 	if (t_failures)

@@ -485,14 +485,11 @@ static void judge(const struct job_case *c, const char *how, struct outcome o)
 int main(int argc, char **argv)
 {
 	char *args[64], role[64], self[4096];
-	ssize_t n;
 
 	if (argc == 2 && !strncmp(argv[1], "case:", 5))
 		return program(argv[1] + 5);
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n <= 0)
+	if (!t_self_exe(self, sizeof(self)))
 		return 1;
-	self[n] = '\0';
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		snprintf(role, sizeof(role), "case:%s", cases[i].name);
 		char *native[] = { self, role, NULL };

@@ -163,7 +163,6 @@ static void handler_checks(void)
 int main(int argc, char **argv)
 {
 	char self[4096], prefix[4200];
-	ssize_t n;
 
 	if (argc > 1 && !strcmp(argv[1], "gdb-target"))
 		return gdb_target();
@@ -171,12 +170,9 @@ int main(int argc, char **argv)
 		handler_checks();
 		return getenv("T_DETACHED") ? t_detached_done() : t_done();
 	}
-	if (system("gdb --version >/dev/null 2>&1") != 0)
-		t_skip("gdb is not installed (tools/install-deps.sh)");
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n <= 0)
+	t_need_gdb();
+	if (!t_self_exe(self, sizeof(self)))
 		return 1;
-	self[n] = '\0';
 	int native = gdb_stops(self, "");
 	printf("natively: gdb stopped %d times at the breakpoint\n", native);
 	t_check(native == 3, "gdb without detach: %d stops (-1: no normal exit)", native);

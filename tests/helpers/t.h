@@ -41,6 +41,25 @@ static inline void t_need_fuse(void)
 	close(fd);
 }
 
+/* Skips without gdb: the tests of what a debugger sees */
+static inline void t_need_gdb(void)
+{
+	if (system("gdb --version >/dev/null 2>&1") != 0)
+		t_skip("gdb is not installed (tools/install-deps.sh)");
+}
+
+/* This test's program (/proc/self/exe), NUL-terminated in buf; 0 if
+ * the link does not read */
+static inline int t_self_exe(char *buf, size_t len)
+{
+	ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	return 1;
+}
+
 static inline int t_done(void)
 {
 	if (t_failures)

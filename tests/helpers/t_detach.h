@@ -504,11 +504,9 @@ static inline int t_run_role(const char *role, bool detached, int limit_s)
 {
 	char self[4096], *args[64];
 	int st = 0;
-	ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
 
-	if (len <= 0)
+	if (!t_self_exe(self, sizeof(self)))
 		return -1;
-	self[len] = '\0';
 	if (detached)
 		t_detach_argv(args, NULL, NULL, self, role);
 	fflush(NULL);

@@ -9,23 +9,12 @@
  * in the statistics' `trapping_sites` under its file.
  * Timeout: 180 */
 #include "helpers/t_detach.h"
+#include "helpers/t_jit.h"
 
 #include <sys/mman.h>
 #include <sys/stat.h>
 
 #define CALLS 1000000
-
-static const unsigned char getpid_code[] = { 0xb8, 39, 0, 0, 0, 0x0f, 0x05, 0xc3 };
-static const unsigned char getppid_code[] = { 0xb8, 110, 0, 0, 0, 0x0f, 0x05, 0xc3 };
-
-static long jit_call(const void *code)
-{
-	long r;
-
-	/* the code clobbers rax, rcx, r11 (the syscall) */
-	__asm__ volatile("call *%1" : "=a"(r) : "r"(code) : "rcx", "r11", "memory");
-	return r;
-}
 
 static int inner(const char *file)
 {
@@ -33,9 +22,9 @@ static int inner(const char *file)
 	unsigned char *jit = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 	t_check(jit != MAP_FAILED, "mmap: %s", strerror(errno));
-	memcpy(jit, getpid_code, sizeof(getpid_code));
+	memcpy(jit, t_jit_getpid, sizeof(t_jit_getpid));
 	t_check(mprotect(jit, 4096, PROT_READ | PROT_EXEC) == 0, "mprotect RX: %s", strerror(errno));
-	t_check(jit_call(jit) == pid, "JIT getpid: %ld, want %d", jit_call(jit), (int)pid);
+	t_check(t_jit_call(jit) == pid, "JIT getpid: %ld, want %d", t_jit_call(jit), (int)pid);
 	t_check(jit[0] == 0xe9, "the JIT site was not rewritten (%#x)", jit[0]);
 
 	uint64_t t0 = monotonic_ns();
@@ -43,7 +32,7 @@ static int inner(const char *file)
 	long long v0 = t_task_value(me, "status", "voluntary_ctxt_switches");
 	long bad = 0;
 	for (long i = 0; i < CALLS; i++)
-		bad += jit_call(jit) != pid;
+		bad += t_jit_call(jit) != pid;
 	uint64_t t1 = monotonic_ns();
 	long long s1 = t_task_stat_field(me, 15);
 	long long v1 = t_task_value(me, "status", "voluntary_ctxt_switches");
@@ -60,11 +49,11 @@ static int inner(const char *file)
 	/* new code over the rewritten bytes: the runtime must not take it for
 	 * its jump (the call traps and is carried out as written) */
 	t_check(mprotect(jit, 4096, PROT_READ | PROT_WRITE) == 0, "mprotect RW: %s", strerror(errno));
-	memcpy(jit, getppid_code, sizeof(getppid_code));
+	memcpy(jit, t_jit_getppid, sizeof(t_jit_getppid));
 	t_check(mprotect(jit, 4096, PROT_READ | PROT_EXEC) == 0, "mprotect RX: %s", strerror(errno));
 	for (int i = 0; i < 1000; i++)
-		if (jit_call(jit) != ppid) {
-			t_check(0, "rewritten JIT code, call %d: %ld, want getppid %d", i, jit_call(jit), (int)ppid);
+		if (t_jit_call(jit) != ppid) {
+			t_check(0, "rewritten JIT code, call %d: %ld, want getppid %d", i, t_jit_call(jit), (int)ppid);
 			break;
 		}
 
@@ -74,8 +63,8 @@ static int inner(const char *file)
 	t_check(ro != MAP_FAILED, "mmap %s: %s", file, strerror(errno));
 	if (ro != MAP_FAILED)
 		for (int i = 0; i < 1000; i++)
-			if (jit_call(ro) != pid) {
-				t_check(0, "read-only code, call %d: %ld, want getpid %d", i, jit_call(ro), (int)pid);
+			if (t_jit_call(ro) != pid) {
+				t_check(0, "read-only code, call %d: %ld, want getpid %d", i, t_jit_call(ro), (int)pid);
 				break;
 			}
 	t_check(ro == MAP_FAILED || ((const unsigned char *)ro)[0] == 0xb8, "the read-only code changed");
@@ -90,11 +79,7 @@ int main(int argc, char **argv)
 		return inner(argv[2]);
 	if (argc > 1 && !strcmp(argv[1], "inner"))
 		return inner(getenv("T_JIT_FILE"));
-	int fd = mkstemp(file);
-	t_check(fd >= 0 && write(fd, getpid_code, sizeof(getpid_code)) == (ssize_t)sizeof(getpid_code) &&
-		ftruncate(fd, 4096) == 0, "%s: %s", file, strerror(errno));
-	close(fd);
-	chmod(file, 0444);
+	t_jit_file(file);
 	setenv("T_JIT_FILE", file, 1);
 	t_run_inner_rewritten(argv[0], stats, sizeof(stats));
 	char key[160];

@@ -9,19 +9,10 @@
  * schemas (docs/schema: ps, run-stats).
  * Timeout: 120 */
 #include "helpers/t_detach.h"
+#include "helpers/t_jit.h"
 
 #include <sys/mman.h>
 #include <sys/stat.h>
-
-static const unsigned char getpid_code[] = { 0xb8, 39, 0, 0, 0, 0x0f, 0x05, 0xc3 };
-
-static long jit_call(const void *code)
-{
-	long r;
-
-	__asm__ volatile("call *%1" : "=a"(r) : "r"(code) : "rcx", "r11", "memory");
-	return r;
-}
 
 /* FILE matches docs/schema/SCHEMA.schema.json (tests/helpers/validate_json.py;
  * without python3-jsonschema, unchecked) */
@@ -49,11 +40,11 @@ static int target(const char *file)
 	t_check(jit != MAP_FAILED && ro != MAP_FAILED, "mmap: %s", strerror(errno));
 	if (jit == MAP_FAILED || ro == MAP_FAILED)
 		return t_done();
-	memcpy(jit, getpid_code, sizeof(getpid_code));
+	memcpy(jit, t_jit_getpid, sizeof(t_jit_getpid));
 	t_check(mprotect(jit, 4096, PROT_READ | PROT_EXEC) == 0, "mprotect: %s", strerror(errno));
-	t_check(jit_call(jit) == pid && jit[0] == 0xe9, "the JIT site was not rewritten");
+	t_check(t_jit_call(jit) == pid && jit[0] == 0xe9, "the JIT site was not rewritten");
 	for (int i = 0; i < 100; i++)
-		t_check(jit_call(ro) == pid, "the read-only site: not getpid's result");
+		t_check(t_jit_call(ro) == pid, "the read-only site: not getpid's result");
 	printf("ready %d\n", (int)pid);
 	fflush(stdout);
 	t_check(read(0, &c, 1) == 1, "read: %s", strerror(errno));
@@ -74,11 +65,7 @@ int main(int argc, char **argv)
 		t_skip("DETACH_BIN is not set: run through tests/run.sh");
 	if (!t_self_exe(self, sizeof(self)))
 		return 1;
-	int fd = mkstemp(file);
-	t_check(fd >= 0 && write(fd, getpid_code, sizeof(getpid_code)) == (ssize_t)sizeof(getpid_code) &&
-		ftruncate(fd, 4096) == 0, "%s: %s", file, strerror(errno));
-	close(fd);
-	chmod(file, 0444);
+	t_jit_file(file);
 	int sfd = mkstemp(stats), jfd = mkstemp(psjson);
 	t_check(sfd >= 0 && jfd >= 0, "mkstemp: %s", strerror(errno));
 	if (sfd >= 0)

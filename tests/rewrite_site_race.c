@@ -11,24 +11,15 @@
  * every run.
  * Timeout: 180 */
 #include "helpers/t_detach.h"
+#include "helpers/t_jit.h"
 
 #include <pthread.h>
 #include <sys/mman.h>
 
 #define SITES 200
 
-static const unsigned char getpid_code[] = { 0xb8, 39, 0, 0, 0, 0x0f, 0x05, 0xc3 };
 static unsigned char *pages[SITES];
 static volatile int go[SITES], done[SITES];
-
-static long jit_call(const void *code)
-{
-	long r;
-
-	/* the code clobbers rax, rcx, r11 (the syscall) */
-	__asm__ volatile("call *%1" : "=a"(r) : "r"(code) : "rcx", "r11", "memory");
-	return r;
-}
 
 static void *other(void *arg)
 {
@@ -38,7 +29,7 @@ static void *other(void *arg)
 	for (int i = 0; i < SITES; i++) {
 		while (!__atomic_load_n(&go[i], __ATOMIC_ACQUIRE))
 			;
-		*bad += jit_call(pages[i]) != pid;
+		*bad += t_jit_call(pages[i]) != pid;
 		__atomic_store_n(&done[i], 1, __ATOMIC_RELEASE);
 	}
 	return NULL;
@@ -56,13 +47,13 @@ static int inner(void)
 		t_check(pages[i] != MAP_FAILED, "mmap: %s", strerror(errno));
 		if (pages[i] == MAP_FAILED)
 			return t_done();
-		memcpy(pages[i], getpid_code, sizeof(getpid_code));
+		memcpy(pages[i], t_jit_getpid, sizeof(t_jit_getpid));
 		t_check(mprotect(pages[i], 4096, PROT_READ | PROT_EXEC) == 0, "mprotect RX: %s", strerror(errno));
 	}
 	t_check(pthread_create(&th, NULL, other, &other_bad) == 0, "pthread_create");
 	for (int i = 0; i < SITES; i++) {
 		__atomic_store_n(&go[i], 1, __ATOMIC_RELEASE);
-		bad += jit_call(pages[i]) != pid;
+		bad += t_jit_call(pages[i]) != pid;
 		while (!__atomic_load_n(&done[i], __ATOMIC_ACQUIRE))
 			;
 	}

@@ -16,6 +16,7 @@
  *   - the statistics count the one site (rewritten three times) once.
  * Timeout: 120 */
 #include "helpers/t_detach.h"
+#include "helpers/t_jit.h"
 
 #include <signal.h>
 #include <sys/mman.h>
@@ -23,8 +24,6 @@
 #define CALLS 1000
 #define AT 0x400        /* the code's offset in the middle page */
 
-static const unsigned char getpid_code[] = { 0xb8, 39, 0, 0, 0, 0x0f, 0x05, 0xc3 };
-static const unsigned char getppid_code[] = { 0xb8, 110, 0, 0, 0, 0x0f, 0x05, 0xc3 };
 static const unsigned char int3_code[] = { 0xcc, 0xc3 };
 /* mov $110,%eax; mov %rdi,%rsi; syscall: an inner boundary at offset 5 */
 static const unsigned char window_code[] = { 0xb8, 110, 0, 0, 0, 0x48, 0x89, 0xfe, 0x0f, 0x05, 0xc3 };
@@ -42,14 +41,6 @@ __asm__(".text\n"
 	"	movq %rdx, %rax\n"
 	"	jmp *%r8\n"
 	".size jump_into, .-jump_into\n");
-
-static long jit_call(const void *code)
-{
-	long r;
-
-	__asm__ volatile("call *%1" : "=a"(r) : "r"(code) : "rcx", "r11", "memory");
-	return r;
-}
 
 /* Three pages of `ret` at want (anywhere when NULL, else exactly there),
  * code at the middle page's AT, read-only and executable */
@@ -80,33 +71,33 @@ static void on_trap(int sig, siginfo_t *si, void *ctx)
 static int inner(void)
 {
 	pid_t pid = getpid(), ppid = getppid();
-	unsigned char *r = jit_map(NULL, getpid_code, sizeof(getpid_code)), *site;
+	unsigned char *r = jit_map(NULL, t_jit_getpid, sizeof(t_jit_getpid)), *site;
 
 	if (!r)
 		return t_done();
 	site = r + 4096 + AT;
-	t_check(jit_call(site) == pid, "first code: not getpid's result");
+	t_check(t_jit_call(site) == pid, "first code: not getpid's result");
 	t_check(site[0] == 0xe9, "the first code's site was not rewritten (%#x)", site[0]);
 
 	/* other code at the same address */
 	t_check(munmap(r, 3 * 4096) == 0, "munmap: %s", strerror(errno));
-	t_check(jit_map(r, getppid_code, sizeof(getppid_code)) == r, "not mapped again at %p", (void *)r);
+	t_check(jit_map(r, t_jit_getppid, sizeof(t_jit_getppid)) == r, "not mapped again at %p", (void *)r);
 	t_check(site[0] == 0xb8, "the new code is not as written");
 	long bad = 0;
 	for (int i = 0; i < CALLS; i++)
-		bad += jit_call(site) != ppid;
+		bad += t_jit_call(site) != ppid;
 	t_check(!bad, "%ld calls of the new code gave a wrong result", bad);
 	t_check(site[0] == 0xe9, "the new code's site was not rewritten (%#x)", site[0]);
 
 	/* an int3 of the program's at the old jump's first byte */
 	t_check(munmap(r, 3 * 4096) == 0, "munmap: %s", strerror(errno));
-	t_check(jit_map(r, getpid_code, sizeof(getpid_code)) == r, "not mapped again at %p", (void *)r);
-	t_check(jit_call(site) == pid && site[0] == 0xe9, "the third code's site was not rewritten");
+	t_check(jit_map(r, t_jit_getpid, sizeof(t_jit_getpid)) == r, "not mapped again at %p", (void *)r);
+	t_check(t_jit_call(site) == pid && site[0] == 0xe9, "the third code's site was not rewritten");
 	struct sigaction sa = { .sa_sigaction = on_trap, .sa_flags = SA_SIGINFO };
 	t_check(sigaction(SIGTRAP, &sa, NULL) == 0, "sigaction: %s", strerror(errno));
 	t_check(munmap(r, 3 * 4096) == 0, "munmap: %s", strerror(errno));
 	t_check(jit_map(r, int3_code, sizeof(int3_code)) == r, "not mapped again at %p", (void *)r);
-	jit_call(site);
+	t_jit_call(site);
 	t_check(traps_seen == 1, "the program's int3 reached its handler %d times, want 1", traps_seen);
 
 	/* a window whose inner boundary is the old start (still in the
@@ -117,7 +108,7 @@ static int inner(void)
 	t_check(mprotect(r, 3 * 4096, PROT_READ | PROT_WRITE) == 0, "mprotect: %s", strerror(errno));
 	memcpy(w, window_code, sizeof(window_code));
 	t_check(mprotect(r, 3 * 4096, PROT_READ | PROT_EXEC) == 0, "mprotect: %s", strerror(errno));
-	t_check(jit_call(w) == ppid, "the window's code: not getppid's result");
+	t_check(t_jit_call(w) == ppid, "the window's code: not getppid's result");
 	t_check(w[0] == 0xe9 && site[0] == 0xcc, "the window was not rewritten with an int3 at its boundary (%#x %#x)",
 		w[0], site[0]);
 	bad = 0;

@@ -72,14 +72,7 @@ static int workload(void)
  * (proxy_forward's entry); each enabled or not. */
 static bool set_dr7(bool watch, bool entry)
 {
-	unsigned long v = 0;
-
-	if (watch)
-		v |= 1ul << 0 | 1ul << 16 | 2ul << 18      /* L0, write, 8 bytes */
-		     | 1ul << 2 | 3ul << 20 | 0ul << 22;   /* L1, read/write, 1 byte */
-	if (entry)
-		v |= 1ul << 4;                             /* L2, execution */
-	return t_win_set_dr(7, v);
+	return t_win_dr7_of(watch, 1, entry);
 }
 
 /* Where the tracer is: it waits for the program's getppid at

@@ -41,6 +41,21 @@ static inline bool t_win_set_dr(int i, unsigned long v)
 	return false;
 }
 
+/* DR7: breakpoint 0 on writes of 8 bytes (a wait frame), 1 on reads and
+ * writes of len1 bytes (1 or 4: mb.intr or depth), 2 on execution (an
+ * entry or a return address); watch enables 0 and 1, exec 2 */
+static inline bool t_win_dr7_of(bool watch, int len1, bool exec)
+{
+	unsigned long v = 0;
+
+	if (watch)
+		v |= 1ul << 0 | 1ul << 16 | 2ul << 18                          /* L0, write, 8 bytes */
+		     | 1ul << 2 | 3ul << 20 | (len1 == 4 ? 3ul : 0ul) << 22;   /* L1, read/write */
+	if (exec)
+		v |= 1ul << 4;                                                 /* L2, execution */
+	return t_win_set_dr(7, v);
+}
+
 /* The libdetach.so that process pid mapped, mapped here (len bytes; NULL:
  * why says why), and its load bias (the address of its vaddr 0). */
 static inline const unsigned char *t_win_lib(pid_t pid, uintptr_t *bias, size_t *len, char *why, size_t whylen)
@@ -274,8 +289,7 @@ static inline bool t_win_start(char **argv, const char *fn, struct t_win_prog *p
 	ptrace(PTRACE_INTERRUPT, pr->pid, NULL, NULL);
 	while (waitpid(pr->pid, &ws, __WALL) == pr->pid && WIFSTOPPED(ws) && ws >> 16 != PTRACE_EVENT_STOP)
 		ptrace(PTRACE_CONT, pr->pid, NULL, (void *)(long)WSTOPSIG(ws));
-	/* DR7: L2 alone, execution */
-	*armed = WIFSTOPPED(ws) && t_win_set_dr(2, pr->fa) && t_win_set_dr(7, 1ul << 4);
+	*armed = WIFSTOPPED(ws) && t_win_set_dr(2, pr->fa) && t_win_dr7_of(false, 0, true);
 	t_check(*armed, "could not arm the breakpoint at %s (%#lx)", fn, (unsigned long)pr->fa);
 	ptrace(PTRACE_CONT, pr->pid, NULL, NULL);
 	t_check(write(pr->in[1], "g", 1) == 1, "write: %s", strerror(errno));
@@ -347,7 +361,7 @@ static inline void t_win_let_go(pid_t pid)
 	ptrace(PTRACE_INTERRUPT, pid, NULL, NULL);
 	while (waitpid(pid, &ws, __WALL) == pid && WIFSTOPPED(ws)) {
 		int sig = ws >> 16 == PTRACE_EVENT_STOP || WSTOPSIG(ws) == SIGTRAP ? 0 : WSTOPSIG(ws);
-		t_win_set_dr(7, 0);
+		t_win_dr7_of(false, 0, false);
 		if (!ptrace(PTRACE_DETACH, pid, NULL, (void *)(long)sig))
 			break;
 		ptrace(PTRACE_CONT, pid, NULL, (void *)(long)sig);

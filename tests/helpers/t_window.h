@@ -143,14 +143,7 @@ static const char *const t_win_point_name[] = {
  * (depth), 2 execution (an entry or a return address) */
 static bool t_win_dr7(bool watch, bool exec)
 {
-	unsigned long v = 0;
-
-	if (watch)
-		v |= 1ul << 0 | 1ul << 16 | 2ul << 18      /* L0, write, 8 bytes */
-		     | 1ul << 2 | 3ul << 20 | 3ul << 22;   /* L1, read/write, 4 bytes */
-	if (exec)
-		v |= 1ul << 4;                             /* L2, execution */
-	return t_win_set_dr(7, v);
+	return t_win_dr7_of(watch, 4, exec);
 }
 
 /* What the tracer saw and the program said (t_win_run). */

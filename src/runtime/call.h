@@ -169,13 +169,21 @@ static inline bool calls_stay(const struct dt_thread *t)
 	return t->depth > 0 || t->observed || t->proxyless;
 }
 
-static inline long forward(struct dt_thread *t, long nr, const long a[6])
+/* forward() of call, counted in the statistics as the program's nr: a call
+ * the runtime makes in place of the program's (waits.c, a busy-poll's
+ * bounded wait) */
+static inline long forward_as(struct dt_thread *t, long nr, long call, const long a[6])
 {
 	forget_abandoned(t);
 	if (calls_stay(t))
-		return local_call(t, nr, a);
+		return local_call(t, call, a);
 	count(t, nr, &t->stats->forwarded);
-	return proxy_forward(t, nr, a);
+	return proxy_forward(t, call, a);
+}
+
+static inline long forward(struct dt_thread *t, long nr, const long a[6])
+{
+	return forward_as(t, nr, nr, a);
 }
 
 /* A call that changes what its thread is to the kernel: run alone, with a

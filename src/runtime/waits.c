@@ -98,11 +98,6 @@ static long fd_wait(struct dt_thread *t, long nr, const long a[6])
 			b[5] = nr == SYS_epoll_pwait ? a[5] : 8;
 			call = SYS_epoll_pwait2;
 		}
-		/* Under the program's number in the statistics (forward()'s
-		 * count, by hand), as forward() would: a handler that left an
-		 * earlier call's wait by siglongjmp cancels it first */
-		forget_abandoned(t);
-		count(t, nr, &t->stats->forwarded);
 		/* A masked wait's record judges an epoll_pwait of its own
 		 * (masked_wait_since): kept.  A poll or epoll_wait has none,
 		 * but run from a handler that came between a masked wait's
@@ -112,7 +107,7 @@ static long fd_wait(struct dt_thread *t, long nr, const long a[6])
 		if (nr != SYS_epoll_pwait)
 			t->masked_wait = 0;
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
-		ret = proxy_forward(t, call, b);
+		ret = forward_as(t, nr, call, b);    /* counted as the program's call */
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		t->masked_wait = since;
 		/* ENOSYS or EPERM: neither call returns them itself, so a
@@ -124,7 +119,7 @@ static long fd_wait(struct dt_thread *t, long nr, const long a[6])
 			__atomic_store_n(&bounded_refused[nr != SYS_poll], true, __ATOMIC_RELAXED);
 			return proxy_forward(t, nr, a);
 		}
-		if (ret == 0 && t->busy_poll_ns < BUSY_POLL_CAP_NS)
+		if (ret == 0)
 			t->busy_poll_ns = t->busy_poll_ns * 2 < BUSY_POLL_CAP_NS ? t->busy_poll_ns * 2 : BUSY_POLL_CAP_NS;
 	}
 	/* an empty answer is the chain's next link; a non-empty one or an

@@ -174,11 +174,14 @@ PY
 	OMPI_MCA_btl=self,vader mpirun.openmpi --oversubscribe --bind-to none $settings -np 2 \
 		"$DETACH" run -c 1 --oversubscribe --stats "$T_TMP/fs.json" -- \
 		"$fwq_mpi" --samples 1000 --quantum 4300000 --quiet 2>/dev/null || t_fail "fwq_mpi detached failed"
-	polls=$(python3 -c '
+	read -r polls proxy < <(python3 -c '
 import json, sys
-print(json.load(open(sys.argv[1]))["threads"][0]["syscalls"].get("poll", 0))' "$T_TMP/fs.json") ||
+d = json.load(open(sys.argv[1]))
+print(d["threads"][0]["syscalls"].get("poll", 0), d["proxy"])' "$T_TMP/fs.json") ||
 		t_fail "no --stats from the detached rank"
-	echo "fwq_mpi detached with the bench's settings ($settings): $polls forwarded polls in 1000 iterations"
+	echo "fwq_mpi detached with the bench's settings ($settings): $polls forwarded polls in 1000 iterations, $proxy proxy"
+	# the undetached rank computes on the housekeeping CPU: no proxy polls there
+	[ "$proxy" = sleep ] || t_fail "the detached rank beside an undetached one has a ${proxy:-?} proxy, not sleep"
 	# ~20 at start-up at most; Open MPI's default tick forwarded 656 in 2000
 	# iterations when the detached rank waited long in the collective
 	[ "${polls:-999}" -lt 60 ] || t_fail "with the bench's tick the iterations still forward polls ($polls)"

@@ -5,13 +5,13 @@
  * zero-timeout wait back to back is forwarded as a bounded blocking one).
  * Kernel evidence: the proxy's utime + stime (/proc/self/task/TID/stat)
  * over each second of polling stays under 20% of it; forwarded one by one
- * the polls kept it busy about the whole second.  Run twice, with each
- * proxy: an adaptive proxy (one housekeeping CPU, shared) gets the bounded
- * waits; a spinning one (--proxy spin, a CPU of its own) gets every poll
+ * the polls kept it busy about the whole second.  Run with each proxy: an
+ * adaptive proxy (one housekeeping CPU, shared) and a sleeping one (--proxy
+ * sleep, a CPU shared with other work) get the bounded waits; a spinning one (--proxy spin, a CPU of its own) gets every poll
  * as it is, and never sleeps in the kernel meanwhile (its voluntary
  * switches in /proc/self/task/TID/status stay near 0, where bounded waits
  * make thousands a second).
- * Timeout: 90 */
+ * Timeout: 120 */
 #include "helpers/t_detach.h"
 
 #include <pthread.h>
@@ -70,8 +70,9 @@ static int ready(enum way w, int ep)
 	return -1;
 }
 
-static void busy_poll(enum way w, pid_t proxy, bool bounded)
+static void busy_poll(enum way w, pid_t proxy, const char *kind)
 {
+	bool bounded = strcmp(kind, "spin") != 0;
 	long long vol0 = t_task_value(proxy, "status", "voluntary_ctxt_switches"), vol1;
 	struct epoll_event ev = { .events = EPOLLIN };
 	long tck = sysconf(_SC_CLK_TCK);
@@ -117,7 +118,7 @@ static void busy_poll(enum way w, pid_t proxy, bool bounded)
 	t_check(seen == WRITES, "%s: %d bytes seen of %d", names[w], seen, WRITES);
 	double secs = (WRITES + 2) * PERIOD_NS / 1e9, share = (double)(cpu1 - cpu0) / tck / secs;
 	printf("%s, %s proxy: %ld polls, %d bytes, worst %.3f ms after the write, proxy CPU %.0f%% of %.1f s, "
-	       "%lld voluntary switches\n", names[w], bounded ? "adaptive" : "spinning", polls, seen, worst / 1e6,
+	       "%lld voluntary switches\n", names[w], kind, polls, seen, worst / 1e6,
 	       share * 100, secs, vol1 - vol0);
 	if (bounded)
 		t_check(share < 0.20, "%s: the proxy took %.0f%% of the %.1f s of busy-polls (< 20%% wanted)",
@@ -133,18 +134,17 @@ static void busy_poll(enum way w, pid_t proxy, bool bounded)
 
 int main(int argc, char **argv)
 {
-	static const char *const proxies[] = { "adaptive", "spin" };
+	static const char *const proxies[] = { "adaptive", "spin", "sleep" };
 	char stats[128];
 
 	if (argc > 1) {                 /* a role: detached, with that proxy */
-		bool bounded = !strcmp(argv[1], "adaptive");
 		pid_t proxy = t_find_proxy();
 		t_check(proxy > 0 && proxy != t_main_tid(), "no proxy thread found");
 		for (enum way w = POLL; w <= EPOLL_PWAIT; w++)
-			busy_poll(w, proxy, bounded);
+			busy_poll(w, proxy, argv[1]);
 		return t_detached_done();
 	}
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 3; i++) {
 		const char *extra[] = { "--proxy", proxies[i], NULL };
 		int st = t_run_inner(argv[0], proxies[i], extra, stats, sizeof(stats), false);
 		unlink(stats);

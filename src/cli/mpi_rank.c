@@ -134,7 +134,7 @@ static void minus(cpu_set_t *out, const cpu_set_t *a, const cpu_set_t *b)
 }
 
 enum mpi_place_result mpi_rank_place(const struct mpi_rank *r, const struct mpi_place_in *in,
-				     int *cpu, cpu_set_t *hk)
+				     int *cpu, cpu_set_t *hk, bool *hk_runs_ranks)
 {
 	cpu_set_t slots, launcher, core, none;
 	char s_buf[256], h_buf[256];
@@ -187,18 +187,19 @@ enum mpi_place_result mpi_rank_place(const struct mpi_rank *r, const struct mpi_
 	CPU_AND(&core, &core, &slots);
 	*cpu = CPU_COUNT(&core) ? cpuset_nth(&core, 0) : slot[r->local];
 
+	char extra[256] = "";
+	int first_extra = -1, extras = 0, len = 0;
+	for (int i = 0; i < n; i++)
+		if (slot[i] < 0) {
+			extras++;
+			if (first_extra < 0)
+				first_extra = i;
+			if (len < (int)sizeof(extra) - 16)
+				len += snprintf(extra + len, sizeof(extra) - (size_t)len, "%s%d", len ? "," : "", i);
+		}
+	*hk_runs_ranks = extras > 0;
 	if (*cpu < 0) {
 		/* one warning, from the first rank left without a CPU */
-		char extra[256] = "";
-		int first_extra = -1, extras = 0, len = 0;
-		for (int i = 0; i < n; i++)
-			if (slot[i] < 0) {
-				extras++;
-				if (first_extra < 0)
-					first_extra = i;
-				if (len < (int)sizeof(extra) - 16)
-					len += snprintf(extra + len, sizeof(extra) - (size_t)len, "%s%d", len ? "," : "", i);
-			}
 		if (r->local == first_extra || first_extra < 0)
 			cli_warn("%d local MPI ranks but %d CPU%s for detached ranks (%s): local rank%s %s run%s "
 				 "undetached on the housekeeping CPUs (%s) (--oversubscribe)",

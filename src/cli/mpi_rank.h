@@ -38,8 +38,10 @@ enum mpi_place_result {
 
 /* Chooses this rank's CPU: the one core the launcher bound it to when that
  * is a detached CPU, else by local index; never a CPU another local rank
- * takes.  Prints the error or the one warning. */
+ * takes.  *hk_runs_ranks: some local ranks run undetached on *hk
+ * (--oversubscribe), beside the proxies.  Prints the error or the one
+ * warning. */
 enum mpi_place_result mpi_rank_place(const struct mpi_rank *r, const struct mpi_place_in *in,
-				     int *cpu, cpu_set_t *hk);
+				     int *cpu, cpu_set_t *hk, bool *hk_runs_ranks);
 
 #endif

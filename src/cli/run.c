@@ -83,9 +83,14 @@ static int usage(int status)
 "                          run (membarrier SYNC_CORE, xsave), else sud\n"
 "      --proxy WAIT        spin: proxies poll continuously; adaptive: spin ~100 us\n"
 "                          after each call, then poll with short sleeps, after\n"
-"                          100 ms idle sleep until the next call wakes them\n"
+"                          100 ms idle sleep until the next call wakes them;\n"
+"                          sleep: spin 5 us after each call, then sleep until\n"
+"                          called (the first call after each pause enters the\n"
+"                          kernel on the detached CPU to wake the proxy; for\n"
+"                          housekeeping CPUs that run other work)\n"
 "                          (default: spin with 2 or more housekeeping CPUs, else\n"
-"                          adaptive)\n"
+"                          adaptive; sleep for an MPI rank whose node runs ranks\n"
+"                          undetached, --oversubscribe)\n"
 "  -s, --select RULES      which threads are detached, a comma list (default:\n"
 "                          first,pinned): first (the program's first thread),\n"
 "                          order:N (the N-th thread it creates), name:GLOB (a\n"
@@ -378,7 +383,7 @@ static int run_main(int argc, char **argv)
 			o.mode = optarg;
 			break;
 		case 'p':
-			if (cli_choice("proxy wait", optarg, (const char *const[]){ "spin", "adaptive", NULL }))
+			if (cli_choice("proxy wait", optarg, contract_proxies))
 				return EXIT_USAGE;
 			o.proxy = optarg;
 			break;
@@ -409,7 +414,8 @@ static int run_main(int argc, char **argv)
 		struct mpi_place_in in = { cpu_arg ? &o.cpus : NULL, hk_arg ? &o.housekeeping : NULL,
 					   have_part ? &part.cpus : NULL, &allowed, o.oversubscribe };
 		int cpu;
-		switch (mpi_rank_place(&rank, &in, &cpu, &o.housekeeping)) {
+		bool hk_runs_ranks;
+		switch (mpi_rank_place(&rank, &in, &cpu, &o.housekeeping, &hk_runs_ranks)) {
 		case MPI_PLACE_REFUSED:
 			return EXIT_USAGE;
 		case MPI_PLACE_UNDETACHED:
@@ -418,6 +424,10 @@ static int run_main(int argc, char **argv)
 			CPU_ZERO(&o.cpus);
 			CPU_SET(cpu, &o.cpus);
 			hk_arg = "";
+			/* ranks that compute on the proxies' CPUs: no proxy polls
+			 * there between calls (docs/mpi.md) */
+			if (hk_runs_ranks && !o.proxy)
+				o.proxy = "sleep";
 			break;
 		}
 	} else if (!cpu_arg) {

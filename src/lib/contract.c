@@ -42,7 +42,7 @@ static bool one_of(const char *v, const char *const *choices)
 
 static const char *const mlocks[] = { "thread", "all", "none", NULL };
 static const char *const modes[] = { "sud", "rewrite", "auto", NULL };
-static const char *const proxies[] = { "spin", "adaptive", NULL };
+const char *const contract_proxies[] = { "spin", "adaptive", "sleep", NULL };
 
 /* o, or f:N / r:N with N in 1..99 */
 static bool policy_ok(const char *p)
@@ -119,7 +119,7 @@ int contract_decode(struct run_contract *c, pid_t pid, const char *(*get)(const 
 	if ((v = get(ENV_MODE, ctx)))
 		WANT(ENV_MODE, one_of(v, modes) && copy(c->mode, sizeof(c->mode), v));
 	if ((v = get(ENV_PROXY, ctx)))
-		WANT(ENV_PROXY, one_of(v, proxies) && copy(c->proxy, sizeof(c->proxy), v));
+		WANT(ENV_PROXY, one_of(v, contract_proxies) && copy(c->proxy, sizeof(c->proxy), v));
 	if ((v = get(ENV_STATS, ctx)))
 		WANT(ENV_STATS, v[0] == '/' && copy(c->stats, sizeof(c->stats), v));
 	if ((v = get(ENV_HOME_CPUSET, ctx)))

@@ -16,7 +16,7 @@
 #define ENV_MLOCK        "DETACH_MLOCK"        /* thread | all | none */
 #define ENV_STATS        "DETACH_STATS"        /* JSON statistics file, or unset */
 #define ENV_MODE         "DETACH_MODE"         /* sud | rewrite | auto */
-#define ENV_PROXY        "DETACH_PROXY"        /* spin | adaptive */
+#define ENV_PROXY        "DETACH_PROXY"        /* spin | adaptive | sleep */
 #define ENV_PRELOAD_WAS  "DETACH_PRELOAD_WAS"  /* the program's own LD_PRELOAD, if any */
 #define ENV_VERBOSE      "DETACH_VERBOSE"      /* 1: runtime reports what it does */
 #define ENV_HOME_CPUSET  "DETACH_HOME_CPUSET"  /* the cpuset `detach run` ran in (/proc/self/cpuset) */
@@ -39,13 +39,18 @@ struct run_contract {
 	char policy[16];                /* o | f:N | r:N (N 1..99) */
 	char mlock[8];                  /* thread | all | none */
 	char mode[16];                  /* sud | rewrite | auto */
-	char proxy[16];                 /* spin | adaptive; "": the runtime chooses */
+	char proxy[16];                 /* one of contract_proxies; "": the runtime chooses */
 	char stats[4096];               /* absolute path of the JSON statistics; "": none */
 	char select[256];               /* the --select rules */
 	char home_cpuset[256];          /* the cpuset `detach run` ran in; "": unknown */
 	bool keep_policy;               /* --keep-policy */
 	bool verbose;                   /* -v */
 };
+
+/* How a proxy waits for its detached thread's next call (--proxy), NULL
+ * ended; the runtime's enum proxy_wait (runtime/config.h) follows this
+ * order. */
+extern const char *const contract_proxies[];
 
 /* A contract with every default but the pid and the CPUs: what the runtime
  * does where a variable is unset, and what dt_detach() without `detach

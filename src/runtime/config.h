@@ -14,7 +14,8 @@
 #include "lib/util.h"
 #include "runtime/sys.h"
 
-enum proxy_wait { PROXY_SPIN, PROXY_ADAPTIVE };
+/* in the order of contract_proxies (lib/contract.h), which names them */
+enum proxy_wait { PROXY_SPIN, PROXY_ADAPTIVE, PROXY_SLEEP };
 enum dt_mlock { MLOCK_THREAD, MLOCK_ALL, MLOCK_NONE };   /* memlock.c */
 struct dt_config {
 	bool active;                    /* this process is the detached one */

@@ -325,10 +325,11 @@ int cputime_start(void)
 			 * spin as little as the limit needs. */
 			dt_warn("the CPU-time limit (ulimit -t %llu) cannot be kept by the "
 				"program's own time without CAP_SYS_RESOURCE: timed waits sleep in the kernel but for "
-				"their last 100 us, proxies poll adaptively, and blocking calls forwarded to the proxy "
+				"their last 100 us, proxies do not spin (--proxy spin becomes adaptive), and blocking calls forwarded to the proxy "
 				"still count against it", (unsigned long long)now.rlim_cur);
 			dt_cpu_limited = true;
-			dt_cfg.proxy_wait = PROXY_ADAPTIVE;
+			if (dt_cfg.proxy_wait == PROXY_SPIN)
+				dt_cfg.proxy_wait = PROXY_ADAPTIVE;
 			return 0;
 		}
 		app_cpu_limit = now;

@@ -7,7 +7,8 @@
  * never enters the kernel to wait for its proxy, nor to wake it but after
  * a pause of ADAPTIVE_SLEEP_AFTER_NS without a call, when an adaptive proxy
  * sleeps in the kernel (sleep_until_called) and the pause's first call costs
- * the detached thread one futex wake.
+ * the detached thread one futex wake; a sleeping proxy (--proxy sleep) does
+ * so after every pause longer than SLEEP_SPIN_NS.
  *
  * Signals: a proxy blocks every signal but SIGSYS (the runtime's interrupt)
  * and glibc's SIGSETXID, so the program's handlers never run on it and
@@ -39,6 +40,12 @@
 #define ADAPTIVE_SHORT_FOR_NS 10000000 /* ... for 10 ms, then every 1 ms ... */
 #define ADAPTIVE_LONG_NS 1000000
 #define ADAPTIVE_SLEEP_AFTER_NS 100000000 /* ... and after 100 ms, sleep until called */
+/* --proxy sleep: spin this long after each call (the program's next call of
+ * a burst, a busy-poll's next bounded wait), then sleep until called.  For a
+ * housekeeping CPU that runs the program's or another job's work (an MPI
+ * rank beside a detached one): an adaptive proxy's spins and 50 us polls
+ * took a quarter of that CPU and slowed the rank there by half (docs/mpi.md) */
+#define SLEEP_SPIN_NS 5000
 
 __thread bool dt_is_proxy DT_HIDDEN;
 _Atomic uint64_t dt_tty_handled DT_HIDDEN;
@@ -708,18 +715,23 @@ static uint64_t wait_request(struct dt_thread *t, uint64_t seen)
 			cpu_relax();
 		return seq;
 	}
-	/* adaptive: callers that make calls back to back find us spinning;
-	 * an idle program costs its housekeeping CPU little. */
+	/* adaptive and sleep: callers that make calls back to back find us
+	 * spinning; an idle program costs its housekeeping CPU little (adaptive)
+	 * or nothing (sleep).  The clock is read every 16 pauses (a pause is
+	 * 10-140 cycles), so the spin ends within a microsecond of its time. */
+	bool sleeper = dt_cfg.proxy_wait == PROXY_SLEEP;
+	uint64_t spin_ns = sleeper ? SLEEP_SPIN_NS : ADAPTIVE_SPIN_NS;
+	uint64_t sleep_after_ns = sleeper ? SLEEP_SPIN_NS : ADAPTIVE_SLEEP_AFTER_NS;
 	uint64_t start = monotonic_ns(), idle;
 	unsigned n = 0;
 	while ((seq = observe(&t->mb.req_seq)) == seen) {
 		cpu_relax();
-		if (++n & 255)
+		if (++n & 15)
 			continue;
 		idle = monotonic_ns() - start;
-		if (idle < ADAPTIVE_SPIN_NS)
+		if (idle < spin_ns)
 			continue;
-		if (idle >= ADAPTIVE_SLEEP_AFTER_NS)
+		if (idle >= sleep_after_ns)
 			sleep_until_called(t, seen);
 		else
 			sleep_ns(idle < ADAPTIVE_SHORT_FOR_NS ? ADAPTIVE_SHORT_NS : ADAPTIVE_LONG_NS);

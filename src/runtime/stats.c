@@ -80,7 +80,7 @@ int registry_open(void)
 	dt_registry->tsc = dt_cfg.tsc;
 	snprintf(dt_registry->mode, sizeof(dt_registry->mode), "%s", dt_cfg.mode);
 	snprintf(dt_registry->proxy, sizeof(dt_registry->proxy), "%s",
-		 dt_cfg.proxy_wait == PROXY_SPIN ? "spin" : "adaptive");
+		 contract_proxies[dt_cfg.proxy_wait]);
 	read_text_file("/proc/self/comm", dt_registry->comm, sizeof(dt_registry->comm));
 	atomic_store_explicit((_Atomic uint64_t *)&dt_registry->magic, REGISTRY_MAGIC, memory_order_release);
 	return 0;
@@ -173,7 +173,7 @@ void stats_finish(void)
 	json_common_header(&j, &h, dt_exit_code);
 	json_int(&j, "pid", dt_cfg.pid);
 	json_str(&j, "mode", dt_registry ? dt_registry->mode : dt_cfg.mode);
-	json_str(&j, "proxy", dt_cfg.proxy_wait == PROXY_SPIN ? "spin" : "adaptive");
+	json_str(&j, "proxy", contract_proxies[dt_cfg.proxy_wait]);
 	json_array_begin(&j, "threads");
 	for (int i = 0; dt_registry && i < dt_registry->nthreads; i++) {
 		if (!dt_registry->threads[i].tid)

@@ -340,7 +340,7 @@ int detach_thread(struct dt_thread *t, int cpu)
 	dt_verbose("tid %d detached on CPU %d (policy %s), proxy tid %d on CPUs %s (%s), mode %s",
 		   (int)t->tid, cpu, dt_cfg.policy, (int)t->proxy_tid,
 		   cpulist_format(&dt_cfg.housekeeping, (char[256]){ 0 }, 256),
-		   dt_cfg.proxy_wait == PROXY_SPIN ? "spin" : "adaptive", dt_cfg.mode);
+		   contract_proxies[dt_cfg.proxy_wait], dt_cfg.mode);
 	dt_self = t;
 	own_counters(&t->stats->at_detach);
 	t->stats->state = 1;

@@ -64,12 +64,12 @@ static long fd_wait(struct dt_thread *t, long nr, const long a[6])
 
 	/* Only a zero timeout on the proxy's path: a handler's call (depth >
 	 * 0), a watched or proxyless thread's run on itself as they are.
-	 * Only for an adaptive proxy: it shares its CPU (one housekeeping
-	 * CPU, config.c), where each forwarded poll takes that CPU from
-	 * others.  A spinning proxy has a CPU to itself and answers each poll
+	 * Only for an adaptive or sleeping proxy: it shares its CPU (one
+	 * housekeeping CPU, config.c; or --proxy sleep), where each forwarded
+	 * poll takes that CPU from others.  A spinning proxy has a CPU to itself and answers each poll
 	 * at once: a bound would only delay what the kernel cannot see (an
 	 * MPI rank's shared-memory peers, polled between its TCP polls). */
-	if (timeout != 0 || calls_stay(t) || dt_cfg.proxy_wait != PROXY_ADAPTIVE ||
+	if (timeout != 0 || calls_stay(t) || dt_cfg.proxy_wait == PROXY_SPIN ||
 	    __atomic_load_n(&bounded_refused[nr != SYS_poll], __ATOMIC_RELAXED))
 		return forward(t, nr, a);
 	now = rdtsc();                          /* user space: no kernel entry */

@@ -246,6 +246,7 @@ static void trap(struct dt_thread *t, siginfo_t *si, ucontext_t *uc, bool moved)
 	a[3] = g[REG_R10];
 	a[4] = g[REG_R8];
 	a[5] = g[REG_R9];
-	g[REG_RAX] = dt_dispatch(t, si->si_syscall, a, (uintptr_t)g[REG_RIP], uc, (uintptr_t)g[REG_RSP]);
+	g[REG_RAX] = dt_dispatch(t, si->si_syscall, a, rewrite_trap_ip((uintptr_t)g[REG_RIP]), uc,
+				 (uintptr_t)g[REG_RSP]);
 	stack_on_return(t, uc, moved);
 }

@@ -119,6 +119,12 @@ static uint16_t start_bounds[REWRITE_SITES];
  * entry in the registry's sites + 1 (0: none) */
 static uintptr_t patched_start[REWRITE_SITES];
 static uint16_t patched_log[REWRITE_SITES];
+/* A forward window's stub holds a `syscall` of its own (stub_write_fwd):
+ * its address -> the site whose call it makes (under patch_lock, before
+ * the site's bytes change; never forgotten: stub slots are never reused,
+ * so a trap there is always the site's retrap, never a site to rewrite) */
+static volatile uintptr_t fwd_sys[REWRITE_SITES];
+static uintptr_t fwd_site[REWRITE_SITES];
 /* A key no longer valid (the code it was about is gone: stale_site): probes
  * go on past it, nothing matches it.  No site or start is at address 1. */
 #define TOMB 1ul
@@ -334,6 +340,9 @@ struct window {
 	uintptr_t pad;
 	unsigned pad_len;
 	uint8_t pad_bytes[16];
+	/* A forward window (find_forward): the `syscall` itself and the
+	 * instructions after it, from start == the site; see there. */
+	bool fwd;
 };
 
 /* The length of a ModRM operand (ModRM, SIB, displacement) at m; *rip:
@@ -386,6 +395,14 @@ static unsigned insn_len(const uint8_t *p, unsigned room, struct window *w)
 	if (n + 1 > room)
 		return 0;
 	uint8_t op = p[n];
+	/* After a `syscall` only (find_forward), where decoding starts at a
+	 * boundary the CPU itself ran: glibc's error test of the result,
+	 * `[REX.W] 3d id` cmp $imm32,%eax/%rax and `[REX] 85 (reg, reg)`
+	 * test.  They write no register but the flags. */
+	if (w->fwd && op == 0x3d && n + 5 <= room)
+		return n + 5;
+	if (w->fwd && op == 0x85 && n + 2 <= room && (p[n + 1] >> 6) == 3)
+		return n + 2;
 	if ((op & 0xf8) == 0xb8 && !(rex & 8) && !(n - (rex ? 1 : 0))) {
 		if (n + 5 > room)
 			return 0;
@@ -581,6 +598,70 @@ static bool find_hop(const uint8_t *code, size_t at, uintptr_t site, struct wind
 	return true;
 }
 
+/* A forward window: for a site with no window before it (glibc's _exit:
+ * both its calls follow a branch target), the `syscall` itself and the
+ * whitelisted instructions right after it, 5 to FWD_MAX bytes in all,
+ * move into the stub, and their place becomes `jmp stub` and int3s:
+ *
+ *   site:  0f 05        syscall           ->  e9 rel32   jmp stub (its second
+ *   +2:    48 3d id     cmp $-4096,%rax                  byte 0xcc: see below)
+ *   +8:    77 ..        ja ...                cc         int3 (filler)
+ *                                             77 ..      (unchanged)
+ *
+ * Decoding starts at the `syscall`, an instruction boundary the CPU itself
+ * ran, so the bytes read one way only (no prefix question, no register
+ * check).  No moved instruction branches (insn_len's whitelist, and cmp and
+ * test here), and, as for a backward window, no direct branch within SCAN
+ * may land on an inner boundary (branch_into).  The `syscall` is gone from
+ * the site, so the stub keeps one of its own for the calls the trampoline
+ * sends to the trap path (stub_write_fwd).
+ *
+ * What makes moving the `syscall` itself safe is who may stand at
+ * syscall+2, inside the new jump, when it is stored: a thread that was in
+ * the kernel in this very call then (or in a SIGSYS handler of its trap
+ * there) returns to it.  The rule, both halves required:
+ *   - only a site whose trapping call was exit or exit_group gets one
+ *     (rewrite_site): those never return, so on a site that only makes
+ *     them (glibc's _exit, which sets the number in a register before
+ *     the branch target) no thread can come back to syscall+2;
+ *   - and, because the number comes from rax and the same site might
+ *     make a returning call on another thread (a generic site that
+ *     happened to trap with exit first), syscall+2 is an inner boundary
+ *     like any other: its byte (the rel32's second) is an int3, the stub
+ *     chosen so (inner_bounds; a forward window gets no stub that cannot
+ *     hold it), which sends a thread returning there to the same offset in
+ *     the stub, where the moved instructions after the `syscall` sit
+ *     (rewrite_int3).  So are the boundaries after it (rel32 or filler).
+ * The window's start is the `syscall` itself: a thread stopped before it
+ * (preempted, a handler, a restart that set rip back by two) takes the jump
+ * and enters the trampoline with rax, as the `syscall` would have. */
+#define FWD_MAX 14              /* stub_write_fwd's room in a slot */
+static bool find_forward(const uint8_t *code, size_t avail, uintptr_t site, struct window *w)
+{
+	unsigned off = 2, l;
+
+	memset(w, 0, sizeof(*w));
+	w->fwd = true;
+	if (avail < 2 || code[0] != 0x0f || code[1] != 0x05)
+		return false;
+	w->ninsn = 1;
+	while (off < 5) {
+		if (!(l = insn_len(code + off, (unsigned)(avail < FWD_MAX ? avail : FWD_MAX) - off, w)))
+			return false;
+		w->bound[w->ninsn - 1] = (uint8_t)off;
+		if (w->rip_disp)
+			w->rip_at[w->nrip++] = (uint8_t)(off + w->rip_disp);
+		w->ninsn++;
+		off += l;
+	}
+	w->start = site;
+	w->len = off;
+	w->known = 0;                   /* set after the trap: nothing to agree with */
+	w->nr = -1;
+	memcpy(w->bytes, code, off);
+	return true;
+}
+
 /* Does the trap's register file agree with the window having just run?  A
  * register it sets to a constant holds it (rcx and r11 excepted: the trap's
  * syscall overwrote them); a misread of the bytes before the site almost
@@ -631,9 +712,17 @@ static const char *refusal(uintptr_t site, const greg_t *g, struct window *w, ui
 	const uint8_t *c = code + (BEFORE - at);
 	if (c[at] != 0x0f || c[at + 1] != 0x05)
 		return "not a syscall instruction";
-	if (!find_window(c, at, site, w) && !find_hop(c, at, site, w))
-		return "no instruction to move";
-	if (!window_agrees(w, g))
+	if (!find_window(c, at, site, w) && !find_hop(c, at, site, w)) {
+		/* forward: the trap's own call never returns (find_forward) */
+		uint8_t after[FWD_MAX];
+		size_t n = read_own(after, site, FWD_MAX);
+		if (!n)         /* the rest of a page ends it: what it holds */
+			n = read_own(after, site, 4096 - (site & 4095));
+		if (!g || ((uint32_t)g[REG_RAX] != SYS_exit && (uint32_t)g[REG_RAX] != SYS_exit_group) ||
+		    !find_forward(after, n, site, w))
+			return "no instruction to move";
+	}
+	if (!w->fwd && !window_agrees(w, g))
 		return "the bytes before it read as no instruction of ours";
 	if (branch_into(w, site))
 		return "a branch may land inside the window";
@@ -774,7 +863,8 @@ static uintptr_t stub_slot(uintptr_t start, uint32_t mask, uint32_t val)
 				sys_call2(SYS_mlock, p, 4096);
 			stub_pages[stub_page_count].base = (uintptr_t)p;
 			stub_pages[stub_page_count].used = 1ull << ((slot - hint) / STUB_SLOT);
-			stub_page_count++;
+			/* published after its base: in_stub_page reads without the lock */
+			__atomic_store_n(&stub_page_count, stub_page_count + 1, __ATOMIC_RELEASE);
 			return slot;
 		}
 	}
@@ -827,6 +917,71 @@ static uintptr_t stub_write(uint8_t *code, uintptr_t slot, const struct window *
 	_Static_assert(RED_ZONE <= 128, "lea -RED_ZONE(%rsp) takes a disp8");
 	_Static_assert(RET_RCX_DISP == 8 + 3 && RET_RCX_NEXT == 8 + 7 && RET_TO_SITE == 8 + 7 + 5,
 		       "the stub's layout");
+	return slot + ret;
+}
+
+/* The stub of a forward window w (find_forward) at slot: the moved
+ * instructions after the `syscall` stay at their offsets in the window, so
+ * that an int3 at an inner boundary (syscall+2 and on) goes on at the same
+ * offset here (rewrite_int3); offset 0, the `syscall`'s, jumps to the entry:
+ *
+ *   +0:     eb ..        jmp entry            (the window's `syscall`)
+ *   +2:     the instructions after the `syscall`, as moved
+ *           jmp start+len                     back past the window
+ *   entry:  lea -128(%rsp),%rsp; movabs $dt_trampoline_entry,%r11; call *%r11
+ *   ret:    lea 128(%rsp),%rsp
+ *           lea site+2(%rip),%rcx             rcx as the `syscall` leaves it
+ *           jmp +2                            the instructions after it
+ *   ret+20: syscall                           the stub's own (see below)
+ *           jmp +2
+ *
+ * ret+RET_RCX_DISP and ret+RET_TO_SITE are where they are in every stub
+ * (trampoline.S, stub_site_end).  The site's own `syscall` is gone, so the
+ * calls the trampoline sends to the trap path (DT_NEED_TRAP: a seccomp
+ * filter's SECCOMP_RET_TRAP, the program's alternate stack) reach this
+ * `syscall`, with the program's rsp and registers: it traps there, and
+ * rewrite_site counts the trap as a retrap of the site (fwd_sys), never as
+ * a site of its own.  After that fallback rcx holds this `syscall`'s
+ * return address, not the site's (2 + 12 bytes more would not fit a slot);
+ * glibc's code after a `syscall` reads only rax.  40 + 12 + len bytes:
+ * len <= FWD_MAX. */
+static uintptr_t stub_write_fwd(uint8_t *code, uintptr_t slot, const struct window *w, uintptr_t site)
+{
+	uint64_t entry = (uint64_t)dt_trampoline_entry;
+	unsigned n = w->len, ret, e;
+
+	_Static_assert(2 + (FWD_MAX - 2) + 5 + 18 + 20 + 7 <= STUB_SLOT, "a forward stub fits its slot");
+	memset(code, 0xcc, STUB_SLOT);
+	memcpy(code + 2, w->bytes + 2, n - 2);
+	for (unsigned i = 0; i < w->nrip; i++) {
+		int32_t d;
+		memcpy(&d, code + w->rip_at[i], 4);
+		int64_t nd = (int64_t)d + (int64_t)(w->start - slot);
+		if (nd != (int32_t)nd)
+			return 0;
+		d = (int32_t)nd;
+		memcpy(code + w->rip_at[i], &d, 4);
+	}
+	code[n++] = 0xe9;                                                /* jmp start+len */
+	put_rel32(code + n, slot + n + 4, w->start + w->len); n += 4;
+	e = n;
+	code[0] = 0xeb;                                                  /* +0: jmp entry */
+	code[1] = (uint8_t)(e - 2);
+	memcpy(code + n, "\x48\x8d\x64\x24", 4); n += 4;                /* lea -RED_ZONE(%rsp),%rsp */
+	code[n++] = (uint8_t)-RED_ZONE;
+	code[n++] = 0x49; code[n++] = 0xbb;                              /* movabs $entry,%r11 */
+	memcpy(code + n, &entry, 8); n += 8;
+	memcpy(code + n, "\x41\xff\xd3", 3); n += 3;                     /* call *%r11 */
+	ret = n;
+	memcpy(code + n, "\x48\x8d\xa4\x24", 4); n += 4;                /* lea RED_ZONE(%rsp),%rsp */
+	memcpy(code + n, &(int32_t){ RED_ZONE }, 4); n += 4;
+	memcpy(code + n, "\x48\x8d\x0d", 3); n += 3;                     /* lea site+2(%rip),%rcx */
+	put_rel32(code + n, slot + n + 4, site + 2); n += 4;
+	code[n++] = 0xe9;                                                /* jmp +2 */
+	put_rel32(code + n, slot + n + 4, slot + 2); n += 4;
+	code[n++] = 0x0f; code[n++] = 0x05;                              /* ret+20: syscall */
+	code[n++] = 0xe9;                                                /* jmp +2 */
+	put_rel32(code + n, slot + n + 4, slot + 2); n += 4;
 	return slot + ret;
 }
 
@@ -955,7 +1110,7 @@ static void reprotect(uintptr_t lo, uintptr_t hi, const int prot[2])
  *   - the lock is only tried: a thread that finds another thread patching
  *     leaves its site trapping this time and rewrites it at a later trap.
  * Each page keeps its own protection, exactly. */
-enum patch { PATCHED, BUSY, FAILED, NO_STUB };
+enum patch { PATCHED, BUSY, FAILED, NO_STUB, NO_GUARD };
 
 static enum patch patch_site(struct dt_thread *t, uintptr_t site, const struct window *w)
 {
@@ -980,6 +1135,11 @@ static enum patch patch_site(struct dt_thread *t, uintptr_t site, const struct w
 	if (w->pad_len)
 		mask = val = 0;
 	uintptr_t slot = stub_slot(w->start, mask, val);
+	if (!slot && w->fwd) {
+		/* no unguarded syscall+2 (find_forward): the site keeps trapping */
+		r = NO_GUARD;
+		goto out;
+	}
 	if (!slot && mask) {
 		/* No stub where the rel32 can hold the int3s (a boundary at
 		 * offset 4 wants one about 860 MiB below the code: none below a
@@ -993,7 +1153,7 @@ static enum patch patch_site(struct dt_thread *t, uintptr_t site, const struct w
 		r = NO_STUB;
 		goto out;
 	}
-	uintptr_t ret = stub_write(stub, slot, w, site);
+	uintptr_t ret = w->fwd ? stub_write_fwd(stub, slot, w, site) : stub_write(stub, slot, w, site);
 	if (!ret) {
 		r = NO_STUB;
 		goto out;
@@ -1002,8 +1162,8 @@ static enum patch patch_site(struct dt_thread *t, uintptr_t site, const struct w
 		goto out;
 	memcpy((void *)slot, stub, STUB_SLOT);   /* a slot no thread runs yet */
 	sys_call3(SYS_mprotect, slot & ~4095ul, 4096, PROT_READ | PROT_EXEC);
-	uintptr_t lo = w->pad_len ? w->pad : w->start;
-	if (!unprotect(lo, site + 2, prot))
+	uintptr_t lo = w->pad_len ? w->pad : w->start, hi = w->fwd ? w->start + w->len : site + 2;
+	if (!unprotect(lo, hi, prot))
 		goto out;
 	if (!memcmp((const void *)w->start, w->bytes, w->len) &&
 	    ((volatile uint8_t *)site)[0] == 0x0f && ((volatile uint8_t *)site)[1] == 0x05 &&
@@ -1018,7 +1178,9 @@ static enum patch patch_site(struct dt_thread *t, uintptr_t site, const struct w
 		 * int3 or take the jump the moment it is stored. */
 		long s = table_add2(starts, start_stub, w->start, slot, start_bounds, bounds);
 		if (s >= 0 && (!w->pad_len || table_add(starts, start_stub, w->pad, w->start) >= 0) &&
-		    table_add(dt_rewritten_sites, NULL, ret, 0) >= 0 && table_add(patched, patched_start, site, w->start) >= 0) {
+		    table_add(dt_rewritten_sites, NULL, ret, 0) >= 0 &&
+		    (!w->fwd || table_add(fwd_sys, fwd_site, ret + RET_TO_SITE, site) >= 0) &&
+		    table_add(patched, patched_start, site, w->start) >= 0) {
 			patched_count++;
 			/* Set before the first int3 is stored, cleared after the
 			 * last byte (release stores, seen in program order on
@@ -1036,7 +1198,7 @@ static enum patch patch_site(struct dt_thread *t, uintptr_t site, const struct w
 			r = PATCHED;
 		}
 	}
-	reprotect(lo, site + 2, prot);
+	reprotect(lo, hi, prot);
 out:
 	__atomic_store_n(&patch_lock, 0, __ATOMIC_RELEASE);
 	sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, 8);
@@ -1143,6 +1305,32 @@ bool rewrite_int3(ucontext_t *uc)
 	return false;
 }
 
+/* Is a in a stub page?  Read without patch_lock: a page is published by
+ * stub_page_count after its base is written (x86 keeps stores in order;
+ * the release/acquire pair says so to the compiler), and never goes. */
+static bool in_stub_page(uintptr_t a)
+{
+	unsigned n = __atomic_load_n(&stub_page_count, __ATOMIC_ACQUIRE);
+
+	for (unsigned i = 0; i < n; i++)
+		if (a - stub_pages[i].base < 4096)
+			return true;
+	return false;
+}
+
+/* The instruction pointer a call that trapped with rip shows a seccomp
+ * filter: the site's end for a trap at a forward window's stub's own
+ * `syscall` (stub_write_fwd), as at the trampoline (stub_site_end); rip
+ * otherwise.  Trap path: one probe of a table, nothing else. */
+uintptr_t rewrite_trap_ip(uintptr_t rip)
+{
+	long i;
+
+	if (!dt_rewrite_on || (i = table_find(fwd_sys, rip - 2)) < 0)
+		return rip;
+	return fwd_site[i] + 2;
+}
+
 /* One more trap at the refused site of slot r (its first included) */
 static void count_refused_trap(long r)
 {
@@ -1168,6 +1356,12 @@ enum site_trap rewrite_site(struct dt_thread *t, uintptr_t site, const greg_t *g
 
 	if (!dt_rewrite_on)
 		return TRAP_LEFT_TRAPPING;
+	/* A forward window's stub's own `syscall` (stub_write_fwd): a call
+	 * the trampoline sent to the trap path, a retrap of its site.  Never a
+	 * site to rewrite: nor is any other `syscall` in a stub page (none is
+	 * there but those, known in fwd_sys before their jump is stored). */
+	if (table_has(fwd_sys, site) || in_stub_page(site))
+		return TRAP_AT_REWRITTEN;
 	if ((r = table_find(patched, site)) >= 0 && !stale_site(site, r, &relog))
 		return TRAP_AT_REWRITTEN;
 	if ((r = table_find(refused, site)) >= 0) {
@@ -1188,6 +1382,10 @@ enum site_trap rewrite_site(struct dt_thread *t, uintptr_t site, const greg_t *g
 		case NO_STUB:
 			kind = SITE_NO_STUB;
 			why = "no stub page within +-2 GiB";
+			break;
+		case NO_GUARD:
+			kind = SITE_TRAPPING;
+			why = "no stub whose jump holds an int3 at syscall+2 (a forward window)";
 			break;
 		case FAILED:
 			kind = SITE_TRAPPING;

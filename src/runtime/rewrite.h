@@ -56,6 +56,10 @@ enum site_trap {
 				 * rewrite mode off */
 };
 enum site_trap rewrite_site(struct dt_thread *t, uintptr_t site, const greg_t *g) DT_HIDDEN;
+/* The instruction pointer of a trapped call as a seccomp filter sees it:
+ * rip, or, for a trap at a forward window's stub's own `syscall`, its
+ * site's end (rewrite.c, stub_write_fwd) */
+uintptr_t rewrite_trap_ip(uintptr_t rip) DT_HIDDEN;
 /* A thread met the int3 of a site being patched: sent on (true), or not ours. */
 bool rewrite_int3(ucontext_t *uc) DT_HIDDEN;
 struct json;

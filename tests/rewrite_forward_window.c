@@ -1,0 +1,225 @@
+/* Description: a site with no instruction before it to move gets a forward
+ * window when its trapping call is exit or exit_group (rewrite.c,
+ * find_forward): glibc's _exit, whose exit_group follows a branch target.
+ * A program that only calls getppid() and _exit(37), detached in rewrite
+ * mode, leaves no site trapping: the kernel delivers one SIGSYS per site
+ * (strace), the last one for exit_group, and the detached thread then
+ * makes the two membarrier SYNC_CORE calls of a patch before the process
+ * ends; the statistics count both sites rewritten, none trapping; the
+ * status is 37, natively, in sud mode and in rewrite mode.  A thread that
+ * is in the kernel at such a site when its jump is stored (a read blocked
+ * there, on a thread not detached: --select first, /proc/PID/task/TID/
+ * syscall shows its pc at the site's end) returns into the jump, meets the
+ * int3 the jump's second byte holds (the kernel's SIGTRAP, SI_KERNEL, to
+ * that thread), is sent to the stub's copy of the instructions after the
+ * `syscall`, and gets its read's result.
+ * Timeout: 120 */
+#include "helpers/t_detach.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+/* long fwd_call(nr, a1, a2, a3): a generic site whose `syscall` is a
+ * branch target with a jump before it (no backward window), followed by
+ * glibc's error test (6 bytes: a forward window of 8) */
+long fwd_call(long nr, long a1, long a2, long a3);
+extern const unsigned char fwd_site[];
+__asm__(".text\n"
+	".p2align 4\n"
+	"fwd_call:\n"
+	"	movq %rdi, %rax\n"
+	"	movq %rsi, %rdi\n"
+	"	movq %rdx, %rsi\n"
+	"	movq %rcx, %rdx\n"
+	"	jmp fwd_site\n"
+	"fwd_site:\n"
+	"	syscall\n"
+	"	cmpq $-4096, %rax\n"
+	"	ja 1f\n"
+	"	ret\n"
+	"1:	ret\n");
+
+static int exit_role(void)
+{
+	(void)getppid();
+	_exit(37);
+}
+
+static int pipefd[2];
+static _Atomic pid_t reader_tid;
+static atomic_long reader_got = -100;
+static char reader_byte;
+
+/* Not detached (--select first): blocks in the kernel at fwd_site */
+static void *reader(void *arg)
+{
+	(void)arg;
+	atomic_store(&reader_tid, (pid_t)syscall(SYS_gettid));
+	atomic_store(&reader_got, fwd_call(SYS_read, pipefd[0], (long)&reader_byte, 1));
+	_exit(atomic_load(&reader_got) == 1 && reader_byte == 'x' ? 41 : 40);
+}
+
+/* Not detached: writes the byte once the site's jump stands */
+static void *writer(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 20000 && ((volatile const unsigned char *)fwd_site)[0] != 0xe9; i++)
+		usleep(500);
+	if (((volatile const unsigned char *)fwd_site)[0] != 0xe9)
+		_exit(3);               /* never patched */
+	if (write(pipefd[1], "x", 1) != 1)
+		_exit(4);
+	return NULL;
+}
+
+/* The detached first thread ends itself with exit at fwd_site while the
+ * reader is in the kernel there; the reader then ends the process with
+ * 41 if its read returned the byte, through the rewritten site. */
+static int guard_role(void)
+{
+	pthread_t r, w;
+	char path[64], line[512];
+	uintptr_t pc = 0;
+
+	if (pipe(pipefd))
+		return 2;
+	pthread_create(&r, NULL, reader, NULL);
+	while (!atomic_load(&reader_tid))
+		usleep(100);
+	/* in the kernel at the site: /proc's pc is the site's end */
+	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)atomic_load(&reader_tid));
+	for (int i = 0; i < 5000 && pc != (uintptr_t)fwd_site + 2; i++) {
+		FILE *f = fopen(path, "r");
+		unsigned long v[9] = { 0 };
+		if (f && fgets(line, sizeof(line), f) &&
+		    sscanf(line, "%lu %lx %lx %lx %lx %lx %lx %lx %lx", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+			   &v[6], &v[7], &v[8]) == 9 && v[0] == SYS_read)
+			pc = v[8];
+		if (f)
+			fclose(f);
+		if (pc != (uintptr_t)fwd_site + 2)
+			usleep(200);
+	}
+	if (pc != (uintptr_t)fwd_site + 2)
+		return 5;
+	printf("reader tid %d in read(2) at pc %#lx, the site's end\n", (int)atomic_load(&reader_tid),
+	       (unsigned long)pc);
+	fflush(stdout);
+	pthread_create(&w, NULL, writer, NULL);
+	pthread_detach(w);
+	/* only the reader is left to end the process */
+	pthread_detach(r);
+	fwd_call(SYS_exit, 0, 0, 0);
+	return 6;
+}
+
+/* The statistics' "trapping" counts, summed over the mappings */
+static long long trapping_total(const char *stats)
+{
+	char buf[1 << 16];
+	long long n = 0;
+
+	if (!t_stats_read(stats, buf, sizeof(buf)))
+		return -1;
+	for (char *p = buf; (p = strstr(p, "\"trapping\": ")); p += 12)
+		n += atoll(p + 12);
+	return n;
+}
+
+static int run_status(const char *cmd)
+{
+	int st = system(cmd);
+
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+static void exit_site(const char *self)
+{
+	const char *bin = getenv("DETACH_BIN");
+	char stats[128], trace[128], cmd[1024], line[1024];
+	int sigsys = 0, sync_after = 0, last_exit_group = 0, st;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "%s exit", self);
+	st = run_status(cmd);
+	t_check(st == 37, "natively: status %d", st);
+	snprintf(cmd, sizeof(cmd), "%s run -c 1 --mode sud -- %s exit 2>/dev/null", bin, self);
+	st = run_status(cmd);
+	t_check(st == 37, "sud mode: status %d", st);
+
+	snprintf(stats, sizeof(stats), "/tmp/detach-test-%d-fwd.json", getpid());
+	snprintf(trace, sizeof(trace), "/tmp/detach-test-%d-fwd.strace", getpid());
+	snprintf(cmd, sizeof(cmd),
+		 "strace -f -qq -e trace=membarrier -e signal=SIGSYS -o %s %s run -c 1 --mode rewrite "
+		 "--stats %s -- %s exit 2>/dev/null", trace, bin, stats, self);
+	st = run_status(cmd);
+	t_check(st == 37, "rewrite mode: status %d", st);
+	f = fopen(trace, "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		if (strstr(line, "SYS_USER_DISPATCH")) {
+			sigsys++;
+			last_exit_group = strstr(line, "si_syscall=__NR_exit_group") != NULL;
+			sync_after = 0;
+		} else if (strstr(line, "MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE") && !strstr(line, "REGISTER")) {
+			sync_after++;
+		}
+	}
+	if (f)
+		fclose(f);
+	long long traps = t_stats_value(stats, "traps"), retraps = t_stats_value(stats, "retraps");
+	long long rewritten = t_stats_value(stats, "sites_rewritten"), window = t_stats_value(stats, "sites_window");
+	long long trapping = trapping_total(stats);
+	printf("rewrite mode: the kernel delivered %d SIGSYS, the last for exit_group: %s, %d membarrier "
+	       "SYNC_CORE after it; statistics: %lld traps, %lld retraps, %lld sites rewritten (%lld with a "
+	       "window), %lld left trapping\n", sigsys, last_exit_group ? "yes" : "no", sync_after, traps, retraps,
+	       rewritten, window, trapping);
+	t_check(sigsys == traps + retraps && sigsys >= 2, "%d SIGSYS, %lld traps", sigsys, traps);
+	t_check(last_exit_group && sync_after == 2, "_exit's exit_group site was not patched at its trap");
+	t_check(trapping == 0, "%lld sites left trapping", trapping);
+	t_check(rewritten == traps && window >= 1, "%lld sites rewritten for %lld traps", rewritten, traps);
+	unlink(stats);
+	unlink(trace);
+}
+
+static void guard(const char *self)
+{
+	const char *bin = getenv("DETACH_BIN");
+	char trace[128], cmd[1024], line[1024];
+	int int3 = 0, st;
+	FILE *f;
+
+	snprintf(trace, sizeof(trace), "/tmp/detach-test-%d-guard.strace", getpid());
+	snprintf(cmd, sizeof(cmd),
+		 "strace -f --seccomp-bpf -qq -e trace=none -e signal=SIGTRAP -o %s %s run -c 1 --mode rewrite "
+		 "--select first -- %s guard", trace, bin, self);
+	st = run_status(cmd);
+	t_check(st == 41, "guard run: status %d (41: the reader got its byte)", st);
+	f = fopen(trace, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (strstr(line, "SIGTRAP") && strstr(line, "si_code=SI_KERNEL"))
+			int3++;
+	if (f)
+		fclose(f);
+	printf("guard: the kernel delivered %d SIGTRAP for an int3 (the reader returned into the jump)\n", int3);
+	t_check(int3 == 1, "%d int3 met, want 1", int3);
+	unlink(trace);
+}
+
+int main(int argc, char **argv)
+{
+	char self[4096];
+
+	if (argc > 1 && !strcmp(argv[1], "exit"))
+		return exit_role();
+	if (argc > 1 && !strcmp(argv[1], "guard"))
+		return guard_role();
+	if (!getenv("DETACH_BIN"))
+		t_skip("DETACH_BIN is not set: run through tests/run.sh");
+	if (system("strace -V >/dev/null 2>&1") != 0)
+		t_skip("strace is not installed (tools/install-deps.sh)");
+	if (!t_self_exe(self, sizeof(self)))
+		t_skip("no /proc/self/exe");
+	exit_site(self);
+	guard(self);
+	return t_done();
+}

@@ -12,11 +12,14 @@
  * syscall shows its pc at the site's end) returns into the jump, meets the
  * int3 the jump's second byte holds (the kernel's SIGTRAP, SI_KERNEL, to
  * that thread), is sent to the stub's copy of the instructions after the
- * `syscall`, and gets its read's result.
+ * `syscall`, and gets its read's result.  A call at the site that needs
+ * the trap path (made on the program's alternate stack) traps at the
+ * stub's own `syscall`: a retrap, no new site, the right result.
  * Timeout: 120 */
 #include "helpers/t_detach.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 
 /* long fwd_call(nr, a1, a2, a3): a generic site whose `syscall` is a
@@ -113,6 +116,47 @@ static int guard_role(void)
 	return 6;
 }
 
+/* Watched, not detached (the default --select first,pinned watches every
+ * thread): its exit at fwd_site traps and rewrites the site */
+static void *exiter(void *arg)
+{
+	(void)arg;
+	fwd_call(SYS_exit, 0, 0, 0);
+	return NULL;
+}
+
+static atomic_long onstack_got = -100;
+
+/* On the program's alternate stack: the trampoline sends the call to the
+ * trap path (rewrite.c, dt_trampoline_dispatch), that is to the forward
+ * stub's own `syscall` */
+static void onstack(int sig)
+{
+	(void)sig;
+	atomic_store(&onstack_got, fwd_call(SYS_getppid, 0, 0, 0));
+}
+
+/* The detached first thread calls the site (patched by another thread's
+ * exit) from a handler on its alternate stack, and plainly */
+static int retrap_role(void)
+{
+	static char altstack[1 << 16];
+	stack_t ss = { .ss_sp = altstack, .ss_size = sizeof(altstack) };
+	struct sigaction sa = { .sa_handler = onstack, .sa_flags = SA_ONSTACK };
+	pthread_t e;
+
+	pthread_create(&e, NULL, exiter, NULL);
+	pthread_join(e, NULL);
+	if (((volatile const unsigned char *)fwd_site)[0] != 0xe9)
+		return 3;               /* not patched */
+	if (sigaltstack(&ss, NULL) || sigaction(SIGUSR1, &sa, NULL))
+		return 2;
+	raise(SIGUSR1);
+	if (atomic_load(&onstack_got) != getppid() || fwd_call(SYS_getppid, 0, 0, 0) != getppid())
+		return 4;
+	return 0;
+}
+
 /* The statistics' "trapping" counts, summed over the mappings */
 static long long trapping_total(const char *stats)
 {
@@ -205,6 +249,46 @@ static void guard(const char *self)
 	unlink(trace);
 }
 
+/* A trap at the stub's own `syscall`: a retrap of the site, never a site
+ * of its own (strace: the SIGSYS at an address that is not the site's) */
+static void retrap(const char *self)
+{
+	const char *bin = getenv("DETACH_BIN");
+	char stats[128], trace[128], cmd[1024], line[1024];
+	int st, sigsys = 0;
+	FILE *f;
+
+	snprintf(stats, sizeof(stats), "/tmp/detach-test-%d-retrap.json", getpid());
+	snprintf(trace, sizeof(trace), "/tmp/detach-test-%d-retrap.strace", getpid());
+	snprintf(cmd, sizeof(cmd),
+		 "strace -f -qq -e trace=none -e signal=SIGSYS -o %s %s run -c 1 --mode rewrite --stats %s -- %s retrap "
+		 "2>/dev/null", trace, bin, stats, self);
+	st = run_status(cmd);
+	t_check(st == 0, "retrap run: status %d", st);
+	f = fopen(trace, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (strstr(line, "SYS_USER_DISPATCH"))
+			sigsys++;
+	if (f)
+		fclose(f);
+	long long traps = t_stats_value(stats, "traps"), retraps = t_stats_value(stats, "retraps");
+	char buf[1 << 16], key[4200], *p;
+	long long own = -1;
+	snprintf(key, sizeof(key), "\"%s\": {", self);
+	if (t_stats_read(stats, buf, sizeof(buf)) && (p = strstr(buf, key)) && (p = strstr(p, "\"trapping\": ")))
+		own = atoll(p + 12);
+	printf("retrap: the kernel delivered %d SIGSYS; statistics (first thread): %lld traps, %lld retraps; "
+	       "%lld of the test's own sites left trapping\n", sigsys, traps, retraps, own);
+	t_check(retraps >= 1, "the call on the alternate stack made no retrap");
+	t_check(own == 0, "%lld of the test's sites left trapping", own);
+	/* the stub's `syscall` is no site: no site logged in a stub page
+	 * (named "detach stubs" in /proc/PID/maps) nor refused as one */
+	t_check(!t_stats_has(stats, "stubs") && !t_stats_has(stats, "syscall instruction"),
+		"a trap at the stub's own syscall was taken for a site");
+	unlink(stats);
+	unlink(trace);
+}
+
 int main(int argc, char **argv)
 {
 	char self[4096];
@@ -213,6 +297,8 @@ int main(int argc, char **argv)
 		return exit_role();
 	if (argc > 1 && !strcmp(argv[1], "guard"))
 		return guard_role();
+	if (argc > 1 && !strcmp(argv[1], "retrap"))
+		return retrap_role();
 	if (!getenv("DETACH_BIN"))
 		t_skip("DETACH_BIN is not set: run through tests/run.sh");
 	if (system("strace -V >/dev/null 2>&1") != 0)
@@ -221,5 +307,6 @@ int main(int argc, char **argv)
 		t_skip("no /proc/self/exe");
 	exit_site(self);
 	guard(self);
+	retrap(self);
 	return t_done();
 }

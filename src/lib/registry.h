@@ -32,7 +32,8 @@ struct dt_thread_stats {
 	volatile uint64_t retraps;      /* rewrite mode: traps at sites already rewritten (calls
 					 * sent to the trap path on purpose, races with the patch) */
 	volatile uint64_t sites_rewritten; /* rewrite mode: jumps to stubs, sites_window of them
-					    * with an instruction other than mov $nr,%eax moved */
+					    * with an instruction other than mov $nr,%eax moved
+					    * (a forward window's too: rewrite.c, find_forward) */
 	volatile uint64_t sites_window;
 	volatile uint64_t sites_refused; /* left trapping: vDSO, no instruction to move, ... */
 	volatile uint64_t traps_refused; /* traps at those sites (rewrite mode) */
@@ -52,7 +53,7 @@ struct dt_thread_stats {
 
 /* A system call site rewrite mode met (src/runtime/rewrite.c), once each:
  * its address, what became of it (kind: 0 rewritten exactly, 1 with a
- * window, 2 left trapping, 3 left trapping for want of a stub page), and,
+ * window, a hop or a forward window, 2 left trapping, 3 left trapping for want of a stub page), and,
  * for one left trapping, the traps there (its first included).  Readers
  * group them by the mapping the address lies in (registry_sites_json). */
 #define DT_SITES 4096

@@ -24,7 +24,11 @@
  * pattern); elsewhere, the shortest run of instructions of a short
  * whitelist, 5 to 15 bytes, that ends at the `syscall` (a window:
  * find_window), or a function entry's `xor %eax,%eax` with the nop before
- * the entry (a hop: find_hop); the number is then rax's at run time.  The
+ * the entry (a hop: find_hop); the number is then rax's at run time.  A
+ * site with neither whose trapping call is exit or exit_group (glibc's
+ * _exit) moves its `syscall` itself with the instructions after it (a
+ * forward window: find_forward, whose comment gives the rule and why;
+ * stub_write_fwd: its stub has a `syscall` of its own).  Elsewhere the
  * `syscall` is kept, so a thread stopped between the moved instructions
  * and it (preempted, in a signal handler, in the kernel restarting a call)
  * still finds a real syscall that traps or runs as before.  A window of two
@@ -53,7 +57,7 @@
  *
  * What is never rewritten (the site keeps trapping, which always works, and
  * is counted): the vDSO; a site whose code cannot be read; a site with no
- * window nor hop; a site whose stub cannot be mapped
+ * window, hop nor forward window; a site whose stub cannot be mapped
  * within +-2 GiB of it; rt_sigreturn and the clone family; and everything
  * on a kernel without membarrier SYNC_CORE (Linux < 4.16), where five bytes
  * cannot change safely under other threads.

@@ -19,7 +19,7 @@ t_refused "static program"        1 "statically linked" "$DETACH" run -c 1 -- "$
 t_refused "bad policy"            2 "bad policy" "$DETACH" run -c 1 -P f:100 -- true
 t_refused "bad mode"              2 "unknown mode" "$DETACH" run -c 1 --mode fast -- true
 t_refused "bad --mlock"           2 "unknown --mlock" "$DETACH" run -c 1 --mlock some -- true
-t_refused "bad proxy wait"        2 "unknown proxy wait" "$DETACH" run -c 1 --proxy sleep -- true
+t_refused "bad proxy wait"        2 "unknown proxy wait" "$DETACH" run -c 1 --proxy nap -- true
 t_refused "unknown verb"          2 "unknown verb" "$DETACH" frobnicate
 t_refused "help"                  0 "" "$DETACH" run --help
 out=$(taskset -c 0 "$DETACH" run -c 1 -- true 2>&1); rc=$?

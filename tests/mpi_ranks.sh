@@ -34,6 +34,17 @@ launcher() {
 	esac
 }
 
+# ompi_env TRANSPORT: Open MPI's byte transfer layers for shm or tcp as the
+# bench picks them (tools/detach_tools/bench/mpi.py, TRANSPORTS: `--mca K V`
+# words), as OMPI_MCA_K=V variables
+ompi_env() {
+	(cd "$ROOT/tools" && "$BUILD/venv/bin/python" -c '
+import sys
+from detach_tools.bench.mpi import TRANSPORTS
+w = TRANSPORTS[sys.argv[1]]
+print(" ".join(f"OMPI_MCA_{w[i + 1]}={w[i + 2]}" for i in range(0, len(w), 3) if w[i] == "--mca"))' "$1")
+}
+
 # job WHAT OUT ERR CMD...: runs the mpirun command CMD (stdout to OUT,
 # stderr to ERR) and returns its status.  Debian's MPICH 4.0 over UCX 1.13's
 # TCP hangs in MPI_Finalize, natively in about 2% of runs here and detached
@@ -106,8 +117,8 @@ for impl in openmpi mpich; do
 	for transport in shm tcp; do
 		what="$impl/$transport"
 		case $impl/$transport in
-		openmpi/shm) env=(OMPI_MCA_btl=self,vader) ;;
-		openmpi/tcp) env=(OMPI_MCA_btl=self,tcp OMPI_MCA_pml=ob1) ;;
+		openmpi/*) read -ra env <<<"$(ompi_env $transport)"
+			[ ${#env[@]} -gt 0 ] || t_fail "cannot read the bench's Open MPI transports (make deps makes the venv)" ;;
 		mpich/shm) env=(MPIR_CVAR_NOLOCAL=0) ;;
 		mpich/tcp) env=(MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self) ;;
 		esac

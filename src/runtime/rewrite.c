@@ -26,9 +26,10 @@
  * find_window), or a function entry's `xor %eax,%eax` with the nop before
  * the entry (a hop: find_hop); the number is then rax's at run time.  A
  * site with neither whose trapping call is exit or exit_group (glibc's
- * _exit) moves its `syscall` itself with the instructions after it (a
- * forward window: find_forward, whose comment gives the rule and why;
- * stub_write_fwd: its stub has a `syscall` of its own).  Elsewhere the
+ * _exit, a thread's exit in start_thread) moves its `syscall` itself with
+ * the instructions after it, up to an unconditional jmp (a forward window:
+ * find_forward, whose comment gives the rule and why; stub_write_fwd: its
+ * stub has a `syscall` of its own).  Elsewhere the
  * `syscall` is kept, so a thread stopped between the moved instructions
  * and it (preempted, in a signal handler, in the kernel restarting a call)
  * still finds a real syscall that traps or runs as before.  A window of two
@@ -345,8 +346,13 @@ struct window {
 	unsigned pad_len;
 	uint8_t pad_bytes[16];
 	/* A forward window (find_forward): the `syscall` itself and the
-	 * instructions after it, from start == the site; see there. */
+	 * instructions after it; see there.  sys: the `syscall`'s offset in
+	 * the window (0, or the length of the instructions moved from before
+	 * it); jmp_at: the offset of an unconditional jmp that ends it (0:
+	 * none), jmp_to the absolute address it goes to. */
 	bool fwd;
+	uint8_t sys, jmp_at;
+	uintptr_t jmp_to;
 };
 
 /* The length of a ModRM operand (ModRM, SIB, displacement) at m; *rip:
@@ -510,33 +516,45 @@ static bool branch_into(const struct window *w, uintptr_t site)
  * of a longer instruction (REX, operand size, segment), and where a
  * register it sets to a constant does not hold it at the trap
  * (window_agrees). */
+/* Whether the len bytes before code[at] read as whitelisted instructions
+ * that end exactly there (into w, which the caller zeroed), and the byte
+ * before them cannot be a prefix of the first. */
+static bool decode_before(const uint8_t *code, size_t at, unsigned len, struct window *w)
+{
+	const uint8_t *p = code + at - len;
+	unsigned off = 0, l;
+
+	while (off < len && (l = insn_len(p + off, len - off, w))) {
+		if (off)
+			w->bound[w->ninsn - 1] = (uint8_t)off;
+		if (w->rip_disp)
+			w->rip_at[w->nrip++] = (uint8_t)(off + w->rip_disp);
+		w->ninsn++;
+		off += l;
+	}
+	if (off != len)
+		return false;
+	if (len < at) {
+		/* a byte that would change how the first instruction
+		 * reads were it its prefix (0x26 0x2e 0x36 0x3e are no-ops
+		 * in 64-bit mode; f2 f3 67 64 65 change no mov $imm) */
+		uint8_t before = p[-1];
+		bool imm = (p[0] & 0xf8) == 0xb8;
+		if ((before & 0xf0) == 0x40 || before == 0x66 ||
+		    (!imm && (before == 0x67 || before == 0xf2 || before == 0xf3 || before == 0x64 ||
+			      before == 0x65)))
+			return false;   /* perhaps part of a longer window */
+	}
+	return true;
+}
+
 static bool find_window(const uint8_t *code, size_t at, uintptr_t site, struct window *w)
 {
 	for (unsigned len = 5; len <= WIN_MAX && len <= at; len++) {
 		const uint8_t *p = code + at - len;
-		unsigned off = 0, l;
 		memset(w, 0, sizeof(*w));
-		while (off < len && (l = insn_len(p + off, len - off, w))) {
-			if (off)
-				w->bound[w->ninsn - 1] = (uint8_t)off;
-			if (w->rip_disp)
-				w->rip_at[w->nrip++] = (uint8_t)(off + w->rip_disp);
-			w->ninsn++;
-			off += l;
-		}
-		if (off != len)
+		if (!decode_before(code, at, len, w))
 			continue;
-		if (len < at) {
-			/* a byte that would change how the first instruction
-			 * reads were it its prefix (0x26 0x2e 0x36 0x3e are no-ops
-			 * in 64-bit mode; f2 f3 67 64 65 change no mov $imm) */
-			uint8_t before = p[-1];
-			bool imm = (p[0] & 0xf8) == 0xb8;
-			if ((before & 0xf0) == 0x40 || before == 0x66 ||
-			    (!imm && (before == 0x67 || before == 0xf2 || before == 0xf3 || before == 0x64 ||
-				      before == 0x65)))
-				continue;       /* perhaps part of a longer window */
-		}
 		w->start = site - len;
 		w->len = len;
 		w->nr = w->known & 1 ? (long)(uint32_t)w->val[0] : -1;
@@ -615,7 +633,9 @@ static bool find_hop(const uint8_t *code, size_t at, uintptr_t site, struct wind
  * Decoding starts at the `syscall`, an instruction boundary the CPU itself
  * ran, so the bytes read one way only (no prefix question, no register
  * check).  No moved instruction branches (insn_len's whitelist, and cmp and
- * test here), and, as for a backward window, no direct branch within SCAN
+ * test here) but an unconditional jmp that ends the window (and, if that
+ * leaves it short of 5 bytes, instructions before the `syscall` move too:
+ * see below), and, as for a backward window, no direct branch within SCAN
  * may land on an inner boundary (branch_into).  The `syscall` is gone from
  * the site, so the stub keeps one of its own for the calls the trampoline
  * sends to the trap path (stub_write_fwd).
@@ -640,9 +660,11 @@ static bool find_hop(const uint8_t *code, size_t at, uintptr_t site, struct wind
  * (preempted, a handler, a restart that set rip back by two) takes the jump
  * and enters the trampoline with rax, as the `syscall` would have. */
 #define FWD_MAX 14              /* stub_write_fwd's room in a slot */
-static bool find_forward(const uint8_t *code, size_t avail, uintptr_t site, struct window *w)
+static bool find_forward(const uint8_t *c, size_t at, const uint8_t *code, size_t avail, uintptr_t site,
+			 struct window *w)
 {
-	unsigned off = 2, l;
+	unsigned off = 2, l, k, room = (unsigned)(avail < FWD_MAX ? avail : FWD_MAX);
+	struct window b;
 
 	memset(w, 0, sizeof(*w));
 	w->fwd = true;
@@ -650,7 +672,32 @@ static bool find_forward(const uint8_t *code, size_t avail, uintptr_t site, stru
 		return false;
 	w->ninsn = 1;
 	while (off < 5) {
-		if (!(l = insn_len(code + off, (unsigned)(avail < FWD_MAX ? avail : FWD_MAX) - off, w)))
+		if (off + 2 <= room && (code[off] == 0xeb || code[off] == 0xe9)) {
+			/* An unconditional jmp (glibc 2.36's start_thread:
+			 * `syscall; jmp` back to its loop): the last moved
+			 * instruction, nothing after it is (the bytes there
+			 * are another path's).  The stub holds it as a jmp
+			 * rel32 to the same address, in place of its jump back
+			 * (stub_write_fwd).  Its target may be anywhere but
+			 * strictly inside the window: there the stub's jump
+			 * would land in the middle of the site's new jump. */
+			unsigned jl = code[off] == 0xeb ? 2 : 5;
+			int32_t r;
+			if (off + jl > room)
+				return false;
+			if (jl == 2) {
+				r = (int8_t)code[off + 1];
+			} else {
+				memcpy(&r, code + off + 1, 4);
+			}
+			w->bound[w->ninsn - 1] = (uint8_t)off;
+			w->ninsn++;
+			w->jmp_at = (uint8_t)off;
+			off += jl;
+			w->jmp_to = site + off + (uintptr_t)(intptr_t)r;
+			break;
+		}
+		if (!(l = insn_len(code + off, room - off, w)))
 			return false;
 		w->bound[w->ninsn - 1] = (uint8_t)off;
 		if (w->rip_disp)
@@ -663,6 +710,42 @@ static bool find_forward(const uint8_t *code, size_t avail, uintptr_t site, stru
 	w->known = 0;                   /* set after the trap: nothing to agree with */
 	w->nr = -1;
 	memcpy(w->bytes, code, off);
+	if (off < 5) {
+		/* Ended by a jmp before the 5 bytes of a jump (start_thread:
+		 * 4): the shortest run of whitelisted instructions before the
+		 * `syscall` (its `mov %edx,%eax`) moves too, read as a
+		 * backward window's (decode_before: the prefix question;
+		 * window_agrees: its constants hold at the trap).  The
+		 * `syscall` is then an inner boundary like syscall+2, each
+		 * guarded by an int3 in the rel32 (at offsets 2 and 4 for
+		 * start_thread's: a stub about 860 MiB below). */
+		for (k = 5 - off; k + off <= FWD_MAX && k <= at; k++) {
+			memset(&b, 0, sizeof(b));
+			if (decode_before(c, at, k, &b))
+				break;
+		}
+		if (k + off > FWD_MAX || k > at)
+			return false;
+		struct window f = *w;
+		*w = b;
+		w->fwd = true;
+		w->bound[w->ninsn - 1] = (uint8_t)k;    /* the `syscall` */
+		for (unsigned i = 0; i + 1 < f.ninsn; i++)
+			w->bound[w->ninsn + i] = (uint8_t)(k + f.bound[i]);
+		w->ninsn += f.ninsn;
+		for (unsigned i = 0; i < f.nrip; i++)
+			w->rip_at[w->nrip++] = (uint8_t)(k + f.rip_at[i]);
+		w->sys = (uint8_t)k;
+		w->jmp_at = (uint8_t)(k + f.jmp_at);
+		w->jmp_to = f.jmp_to;
+		w->start = site - k;
+		w->len = k + off;
+		w->nr = w->known & 1 ? (long)(uint32_t)w->val[0] : -1;
+		memcpy(w->bytes, c + at - k, k);
+		memcpy(w->bytes + k, code, off);
+	}
+	if (w->jmp_at && w->jmp_to > w->start && w->jmp_to < w->start + w->len)
+		return false;
 	return true;
 }
 
@@ -723,10 +806,10 @@ static const char *refusal(uintptr_t site, const greg_t *g, struct window *w, ui
 		if (!n)         /* the rest of a page ends it: what it holds */
 			n = read_own(after, site, 4096 - (site & 4095));
 		if (!g || ((uint32_t)g[REG_RAX] != SYS_exit && (uint32_t)g[REG_RAX] != SYS_exit_group) ||
-		    !find_forward(after, n, site, w))
+		    !find_forward(c, at, after, n, site, w))
 			return "no instruction to move";
 	}
-	if (!w->fwd && !window_agrees(w, g))
+	if (!window_agrees(w, g))       /* a forward window: what it moved from before the site */
 		return "the bytes before it read as no instruction of ours";
 	if (branch_into(w, site))
 		return "a branch may land inside the window";
@@ -925,19 +1008,25 @@ static uintptr_t stub_write(uint8_t *code, uintptr_t slot, const struct window *
 }
 
 /* The stub of a forward window w (find_forward) at slot: the moved
- * instructions after the `syscall` stay at their offsets in the window, so
- * that an int3 at an inner boundary (syscall+2 and on) goes on at the same
- * offset here (rewrite_int3); offset 0, the `syscall`'s, jumps to the entry:
+ * instructions stay at their offsets in the window, so that an int3 at an
+ * inner boundary (syscall+2 and on, the `syscall` and before it for a
+ * window that starts before it) goes on at the same offset here
+ * (rewrite_int3); the `syscall`'s offset (sys: 0, or the length moved from
+ * before it) jumps to the entry:
  *
- *   +0:     eb ..        jmp entry            (the window's `syscall`)
- *   +2:     the instructions after the `syscall`, as moved
- *           jmp start+len                     back past the window
+ *   +0:     the instructions before the `syscall`, as moved (if any)
+ *   +sys:   eb ..        jmp entry            (the window's `syscall`)
+ *   +sys+2: the instructions after the `syscall`, as moved
+ *           jmp start+len                     back past the window; or, for
+ *                                             a window ended by a jmp, that
+ *                                             jmp as a jmp rel32 to its own
+ *                                             target, at its offset
  *   entry:  lea -128(%rsp),%rsp; movabs $dt_trampoline_entry,%r11; call *%r11
  *   ret:    lea 128(%rsp),%rsp
  *           lea site+2(%rip),%rcx             rcx as the `syscall` leaves it
- *           jmp +2                            the instructions after it
+ *           jmp +sys+2                        the instructions after it
  *   ret+20: syscall                           the stub's own (see below)
- *           jmp +2
+ *           jmp +sys+2
  *
  * ret+RET_RCX_DISP and ret+RET_TO_SITE are where they are in every stub
  * (trampoline.S, stub_site_end).  The site's own `syscall` is gone, so the
@@ -947,16 +1036,17 @@ static uintptr_t stub_write(uint8_t *code, uintptr_t slot, const struct window *
  * rewrite_site counts the trap as a retrap of the site (fwd_sys), never as
  * a site of its own.  After that fallback rcx holds this `syscall`'s
  * return address, not the site's (2 + 12 bytes more would not fit a slot);
- * glibc's code after a `syscall` reads only rax.  40 + 12 + len bytes:
- * len <= FWD_MAX. */
+ * glibc's code after a `syscall` reads only rax.  Before the entry: len + 5
+ * bytes at most (a jmp rel8 that ends the window grows by 3, but takes the
+ * place of the jump back); 45 after it: len <= FWD_MAX. */
 static uintptr_t stub_write_fwd(uint8_t *code, uintptr_t slot, const struct window *w, uintptr_t site)
 {
 	uint64_t entry = (uint64_t)dt_trampoline_entry;
-	unsigned n = w->len, ret, e;
+	unsigned k = w->sys, n, ret, e;
 
 	_Static_assert(2 + (FWD_MAX - 2) + 5 + 18 + 20 + 7 <= STUB_SLOT, "a forward stub fits its slot");
 	memset(code, 0xcc, STUB_SLOT);
-	memcpy(code + 2, w->bytes + 2, n - 2);
+	memcpy(code, w->bytes, w->len);
 	for (unsigned i = 0; i < w->nrip; i++) {
 		int32_t d;
 		memcpy(&d, code + w->rip_at[i], 4);
@@ -966,11 +1056,16 @@ static uintptr_t stub_write_fwd(uint8_t *code, uintptr_t slot, const struct wind
 		d = (int32_t)nd;
 		memcpy(code + w->rip_at[i], &d, 4);
 	}
-	code[n++] = 0xe9;                                                /* jmp start+len */
-	put_rel32(code + n, slot + n + 4, w->start + w->len); n += 4;
+	n = w->jmp_at ? w->jmp_at : w->len;
+	code[n++] = 0xe9;                                                /* jmp start+len, or the jmp's target */
+	uintptr_t to = w->jmp_at ? w->jmp_to : w->start + w->len;
+	int64_t rel = (int64_t)(to - (slot + n + 4));
+	if (rel != (int32_t)rel)
+		return 0;       /* a jmp rel32's target out of the stub's reach */
+	put_rel32(code + n, slot + n + 4, to); n += 4;
 	e = n;
-	code[0] = 0xeb;                                                  /* +0: jmp entry */
-	code[1] = (uint8_t)(e - 2);
+	code[k] = 0xeb;                                                  /* +sys: jmp entry */
+	code[k + 1] = (uint8_t)(e - (k + 2));
 	memcpy(code + n, "\x48\x8d\x64\x24", 4); n += 4;                /* lea -RED_ZONE(%rsp),%rsp */
 	code[n++] = (uint8_t)-RED_ZONE;
 	code[n++] = 0x49; code[n++] = 0xbb;                              /* movabs $entry,%r11 */
@@ -981,11 +1076,11 @@ static uintptr_t stub_write_fwd(uint8_t *code, uintptr_t slot, const struct wind
 	memcpy(code + n, &(int32_t){ RED_ZONE }, 4); n += 4;
 	memcpy(code + n, "\x48\x8d\x0d", 3); n += 3;                     /* lea site+2(%rip),%rcx */
 	put_rel32(code + n, slot + n + 4, site + 2); n += 4;
-	code[n++] = 0xe9;                                                /* jmp +2 */
-	put_rel32(code + n, slot + n + 4, slot + 2); n += 4;
+	code[n++] = 0xe9;                                                /* jmp +sys+2 */
+	put_rel32(code + n, slot + n + 4, slot + k + 2); n += 4;
 	code[n++] = 0x0f; code[n++] = 0x05;                              /* ret+20: syscall */
-	code[n++] = 0xe9;                                                /* jmp +2 */
-	put_rel32(code + n, slot + n + 4, slot + 2); n += 4;
+	code[n++] = 0xe9;                                                /* jmp +sys+2 */
+	put_rel32(code + n, slot + n + 4, slot + k + 2); n += 4;
 	return slot + ret;
 }
 

@@ -15,6 +15,12 @@
  * `syscall`, and gets its read's result.  A call at the site that needs
  * the trap path (made on the program's alternate stack) traps at the
  * stub's own `syscall`: a retrap, no new site, the right result.
+ * A thread's exit through glibc's start_thread (2.36: `mov %edx,%eax;
+ * syscall; jmp` back to its loop) gets a forward window that starts
+ * before the `syscall` and ends with that jmp, moved as a jmp rel32: a
+ * program that creates and joins threads in a loop traps once for exit
+ * (the first thread's; strace: one SIGSYS for __NR_exit of the kernel's
+ * THREADS), the site's patch follows it, and the status is as natively.
  * Timeout: 120 */
 #include "helpers/t_detach.h"
 
@@ -157,6 +163,28 @@ static int retrap_role(void)
 	return 0;
 }
 
+/* Threads that each make one call and return: each ends in start_thread's
+ * exit.  Created and joined one at a time, so the first one's exit is
+ * patched before the second is created. */
+enum { THREADS = 40 };
+
+static void *one_call(void *arg)
+{
+	(void)arg;
+	(void)getppid();
+	return NULL;
+}
+
+static int threads_role(void)
+{
+	for (int i = 0; i < THREADS; i++) {
+		pthread_t th;
+		if (pthread_create(&th, NULL, one_call, NULL) || pthread_join(th, NULL))
+			return 2;
+	}
+	return 43;
+}
+
 /* The statistics' "trapping" counts, summed over the mappings */
 static long long trapping_total(const char *stats)
 {
@@ -289,6 +317,53 @@ static void retrap(const char *self)
 	unlink(trace);
 }
 
+/* start_thread's exit is patched at its first trap: of THREADS threads'
+ * exits the kernel delivers SIGSYS for one only (strace), and the
+ * membarrier SYNC_CORE calls of its patch follow that SIGSYS. */
+static void thread_exits(const char *self)
+{
+	const char *bin = getenv("DETACH_BIN");
+	char stats[128], trace[128], cmd[1024], line[1024];
+	int exits = 0, sync_after_exit = 0, st;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "%s threads", self);
+	st = run_status(cmd);
+	t_check(st == 43, "threads natively: status %d", st);
+	snprintf(cmd, sizeof(cmd), "%s run -c 1 --mode sud -- %s threads 2>/dev/null", bin, self);
+	st = run_status(cmd);
+	t_check(st == 43, "threads in sud mode: status %d", st);
+
+	snprintf(stats, sizeof(stats), "/tmp/detach-test-%d-thr.json", getpid());
+	snprintf(trace, sizeof(trace), "/tmp/detach-test-%d-thr.strace", getpid());
+	snprintf(cmd, sizeof(cmd),
+		 "strace -f -qq -e trace=membarrier -e signal=SIGSYS -o %s %s run -c 1 --mode rewrite "
+		 "--stats %s -- %s threads 2>/dev/null", trace, bin, stats, self);
+	st = run_status(cmd);
+	t_check(st == 43, "threads in rewrite mode: status %d", st);
+	f = fopen(trace, "r");
+	bool after_exit = false;
+	while (f && fgets(line, sizeof(line), f)) {
+		if (strstr(line, "SYS_USER_DISPATCH")) {
+			after_exit = strstr(line, "si_syscall=__NR_exit,") != NULL;
+			exits += after_exit;
+		} else if (after_exit && strstr(line, "MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE") &&
+			   !strstr(line, "REGISTER")) {
+			sync_after_exit++;
+		}
+	}
+	if (f)
+		fclose(f);
+	long long rewritten = t_stats_value(stats, "sites_rewritten"), window = t_stats_value(stats, "sites_window");
+	printf("threads: of %d thread exits the kernel delivered SIGSYS for %d, %d membarrier SYNC_CORE "
+	       "after it; statistics: %lld sites rewritten (%lld with a window), %lld left trapping\n", THREADS,
+	       exits, sync_after_exit, rewritten, window, trapping_total(stats));
+	t_check(exits == 1, "%d of %d thread exits trapped, want 1", exits, THREADS);
+	t_check(sync_after_exit == 2, "start_thread's exit was not patched at its trap");
+	unlink(stats);
+	unlink(trace);
+}
+
 int main(int argc, char **argv)
 {
 	char self[4096];
@@ -299,6 +374,8 @@ int main(int argc, char **argv)
 		return guard_role();
 	if (argc > 1 && !strcmp(argv[1], "retrap"))
 		return retrap_role();
+	if (argc > 1 && !strcmp(argv[1], "threads"))
+		return threads_role();
 	if (!getenv("DETACH_BIN"))
 		t_skip("DETACH_BIN is not set: run through tests/run.sh");
 	if (system("strace -V >/dev/null 2>&1") != 0)
@@ -308,5 +385,6 @@ int main(int argc, char **argv)
 	exit_site(self);
 	guard(self);
 	retrap(self);
+	thread_exits(self);
 	return t_done();
 }

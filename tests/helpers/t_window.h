@@ -156,6 +156,13 @@ struct t_win_result {
 	bool no_window;         /* AT_RETURN: FN was entered with a frame (rcx != 0)
 				 * before any entry without one: the site traps */
 	bool released;
+	/* AFTER_LOWER rounds: what call A left when it returned (its
+	 * proxy_forward's return address, rsp at it), after H1 had returned
+	 * into its way out: depth, wait_frame, and A's own frame and the
+	 * wait_frame it found at its entry (its outer) */
+	bool back_seen[8];
+	int back_depth[8];
+	uintptr_t back_frame[8], a_frame[8], a_outer[8];
 	/* the program's line */
 	bool said;
 	int rounds, poll, h1, jumped, h2, ppid1, ppid2;
@@ -175,11 +182,11 @@ static void t_win_run(char **argv, const char *fn, long nr, const enum t_win_poi
 	struct t_win_prog pr;
 	int st = 0;
 	pid_t pid;
-	uintptr_t fa, t = 0, frame = 0, ret = 0;
+	uintptr_t fa, t = 0, frame = 0, ret = 0, a_ret = 0, a_rsp = 0;
 	size_t fsize;
 	long at_h1 = 0;
 	bool raised_seen = false, after_store = false, reaped = false, ended = false, written = false, armed;
-	enum { W_ENTRY, W_WINDOW, W_RETURN, W_H1, W_H2, W_DONE } stage = W_ENTRY;
+	enum { W_ENTRY, W_WINDOW, W_RETURN, W_H1, W_H2, W_BACK, W_DONE } stage = W_ENTRY;
 	int round = 0;
 	struct timespec t0;
 	FILE *f;
@@ -221,7 +228,13 @@ static void t_win_run(char **argv, const char *fn, long nr, const enum t_win_poi
 		}
 		if (ev == T_WIN_SIGNAL) {
 			/* not ours (SIGSYS in sud mode, H2's SIGUSR2) */
-			if (stage == W_H2 && sig == SIGUSR2) {
+			if (stage == W_H2 && sig == SIGUSR2 && points[round] == T_WIN_AFTER_LOWER) {
+				/* H2 goes to H1, which returns into A's way
+				 * out: what A leaves is read at its return */
+				if (!t_win_set_dr(2, a_ret) || !t_win_dr7(false, true))
+					res->failed = true;
+				stage = W_BACK;
+			} else if (stage == W_H2 && sig == SIGUSR2) {
 				res->rounds_done = ++round;
 				if (round < rounds) {
 					/* the next round's call */
@@ -240,6 +253,31 @@ static void t_win_run(char **argv, const char *fn, long nr, const enum t_win_poi
 				}
 			}
 			ptrace(PTRACE_CONT, pid, NULL, (void *)(long)sig);
+			continue;
+		}
+		if ((dr6 & 4) && stage == W_BACK && r.rip == a_ret && r.rsp == a_rsp + 8) {
+			/* A's proxy_forward returned: what it left */
+			if (round < 8) {
+				res->back_seen[round] = true;
+				res->back_depth[round] = (int)t_win_peek(t + offsetof(struct dt_thread, depth));
+				res->back_frame[round] = (uintptr_t)t_win_peek(t + offsetof(struct dt_thread, wait_frame));
+			}
+			res->rounds_done = ++round;
+			if (round < rounds) {
+				after_store = raised_seen = false;
+				t_win_set_dr(2, fa);
+				t_win_dr7(false, true);
+				stage = W_ENTRY;
+			} else {
+				t_win_dr7(false, false);
+				if (ptrace(PTRACE_DETACH, pid, NULL, NULL) == 0)
+					res->released = true;
+				else
+					res->failed = true;
+				stage = W_DONE;
+				continue;
+			}
+			ptrace(PTRACE_CONT, pid, NULL, NULL);
 			continue;
 		}
 		bool in_fn = r.rip > fa && r.rip < fa + fsize;
@@ -271,8 +309,15 @@ static void t_win_run(char **argv, const char *fn, long nr, const enum t_win_poi
 				stage = W_RETURN;
 			} else {
 				/* proxy_forward's frame address (its rbp) once
-				 * its prologue has run */
+				 * its prologue has run; its return address and
+				 * the wait frame it found (its outer) */
 				frame = r.rsp - 8;
+				a_ret = (uintptr_t)t_win_peek(r.rsp);
+				a_rsp = r.rsp;
+				if (round < 8) {
+					res->a_frame[round] = frame;
+					res->a_outer[round] = (uintptr_t)t_win_peek(t + offsetof(struct dt_thread, wait_frame));
+				}
 				if (!t_win_set_dr(0, t + offsetof(struct dt_thread, wait_frame)) ||
 				    !t_win_set_dr(1, t + offsetof(struct dt_thread, depth)) || !t_win_dr7(true, false))
 					res->failed = true;

@@ -133,10 +133,20 @@ enum t_win_point {
 				 * runtime's test of depth, the new one's xadd */
 	T_WIN_AFTER_LOWER,      /* depth's store of 0 after the wait (depth--) */
 	T_WIN_AT_RETURN,        /* FN's return address (entered with rcx == 0: uc NULL) */
+	T_WIN_STEPS,            /* the instruction boundary ROUND single steps after
+				 * proxy_forward's store of its wait frame, while depth
+				 * is still 0 (before the raise): once a step is seen
+				 * to raise it (the window is then known: its last
+				 * boundary is the one before that step), that step's
+				 * round lands just after the raise, and each later
+				 * round at the window's last boundary (the instruction
+				 * that raises depth, or the store of a compiled
+				 * depth++ whose load came before) */
 };
 static const char *const t_win_point_name[] = {
 	"after proxy_forward's store of its wait frame", "after proxy_forward's first access of depth after it",
 	"after proxy_forward's depth-- (the store of 0)", "at the function's return address",
+	"single steps after proxy_forward's store of its wait frame",
 };
 
 /* DR7: 0 writes of 8 bytes (wait_frame), 1 reads and writes of 4 bytes
@@ -161,6 +171,10 @@ struct t_win_result {
 	 * into its way out: depth, wait_frame, and A's own frame and the
 	 * wait_frame it found at its entry (its outer) */
 	bool back_seen[8];
+	/* STEPS rounds: the boundary landed on (steps after the store; -1:
+	 * just after the raise), and the window's boundaries before the raise
+	 * (0: no step was seen to raise depth) */
+	int step_at[8], window_len;
 	int back_depth[8];
 	uintptr_t back_frame[8], a_frame[8], a_outer[8];
 	/* the program's line */
@@ -186,7 +200,8 @@ static void t_win_run(char **argv, const char *fn, long nr, const enum t_win_poi
 	size_t fsize;
 	long at_h1 = 0;
 	bool raised_seen = false, after_store = false, reaped = false, ended = false, written = false, armed;
-	enum { W_ENTRY, W_WINDOW, W_RETURN, W_H1, W_H2, W_BACK, W_DONE } stage = W_ENTRY;
+	enum { W_ENTRY, W_WINDOW, W_STEP, W_RETURN, W_H1, W_H2, W_BACK, W_DONE } stage = W_ENTRY;
+	int want = 0, stepped = 0;
 	int round = 0;
 	struct timespec t0;
 	FILE *f;
@@ -225,6 +240,39 @@ static void t_win_run(char **argv, const char *fn, long nr, const enum t_win_poi
 		if (ev == T_WIN_ENDED) {
 			ended = true;
 			break;
+		}
+		if (ev == T_WIN_SIGNAL && stage == W_STEP && sig == SIGTRAP) {
+			/* a single step in the window (STEPS) */
+			int depth = (int)t_win_peek(t + offsetof(struct dt_thread, depth));
+			int inj = 0;
+
+			ptrace(PTRACE_GETREGS, pid, NULL, &r);
+			if (depth != 0) {
+				/* this step raised it: the window had `stepped`
+				 * boundaries; land just after the raise */
+				res->window_len = stepped + 1;
+				if (round < 8)
+					res->step_at[round] = -1;
+				inj = SIGUSR1;
+			} else if (++stepped == want) {
+				if (round < 8)
+					res->step_at[round] = stepped;
+				inj = SIGUSR1;
+			}
+			if (!inj) {
+				ptrace(PTRACE_SINGLESTEP, pid, NULL, NULL);
+				continue;
+			}
+			char where[512];
+			t_win_where(pid, r.rip, where, sizeof(where));
+			if (round < 8)
+				res->injected_at[round] = (int)(r.rip - fa);
+			fprintf(stderr, "round %d: signal 1 %s, %d single step(s) after the store of the wait frame%s, at %s\n",
+				round, fn, stepped + (depth != 0), depth != 0 ? " (the last one raised depth)" : "", where);
+			at_h1 = t_win_ms_since(&t0);
+			stage = W_H1;
+			ptrace(PTRACE_CONT, pid, NULL, (void *)(long)inj);
+			continue;
 		}
 		if (ev == T_WIN_SIGNAL) {
 			/* not ours (SIGSYS in sud mode, H2's SIGUSR2) */
@@ -332,6 +380,21 @@ static void t_win_run(char **argv, const char *fn, long nr, const enum t_win_poi
 				after_store = true;
 				if (point == T_WIN_AFTER_STORE)
 					inject = SIGUSR1;
+				want = round;
+				if (res->window_len && want > res->window_len - 1)
+					want = res->window_len - 1;
+				if (point == T_WIN_STEPS && want == 0) {
+					if (round < 8)
+						res->step_at[round] = 0;
+					inject = SIGUSR1;
+				} else if (point == T_WIN_STEPS) {
+					/* step from here, the data breakpoints off */
+					t_win_dr7(false, false);
+					stepped = 0;
+					stage = W_STEP;
+					ptrace(PTRACE_SINGLESTEP, pid, NULL, NULL);
+					continue;
+				}
 			} else if ((dr6 & 2) && after_store && point == T_WIN_AFTER_TEST) {
 				inject = SIGUSR1;
 			} else if ((dr6 & 2) && after_store && depth == 1) {

@@ -205,28 +205,39 @@ static int run_status(const char *cmd)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
 
-static void exit_site(const char *self)
+/* Runs `self ROLE` natively, detached in sud mode, and detached in rewrite
+ * mode under strace (its SIGSYS and membarrier calls into trace, --stats
+ * into stats); each must exit with want.  Returns the trace, open (NULL if
+ * strace wrote none). */
+static FILE *three_ways(const char *self, const char *role, int want, char *stats, char *trace, size_t len)
 {
 	const char *bin = getenv("DETACH_BIN");
-	char stats[128], trace[128], cmd[1024], line[1024];
-	int sigsys = 0, sync_after = 0, last_exit_group = 0, st;
-	FILE *f;
+	char cmd[1024];
+	int st;
 
-	snprintf(cmd, sizeof(cmd), "%s exit", self);
+	snprintf(cmd, sizeof(cmd), "%s %s", self, role);
 	st = run_status(cmd);
-	t_check(st == 37, "natively: status %d", st);
-	snprintf(cmd, sizeof(cmd), "%s run -c 1 --mode sud -- %s exit 2>/dev/null", bin, self);
+	t_check(st == want, "%s natively: status %d", role, st);
+	snprintf(cmd, sizeof(cmd), "%s run -c 1 --mode sud -- %s %s 2>/dev/null", bin, self, role);
 	st = run_status(cmd);
-	t_check(st == 37, "sud mode: status %d", st);
+	t_check(st == want, "%s in sud mode: status %d", role, st);
 
-	snprintf(stats, sizeof(stats), "/tmp/detach-test-%d-fwd.json", getpid());
-	snprintf(trace, sizeof(trace), "/tmp/detach-test-%d-fwd.strace", getpid());
+	snprintf(stats, len, "/tmp/detach-test-%d-%s.json", getpid(), role);
+	snprintf(trace, len, "/tmp/detach-test-%d-%s.strace", getpid(), role);
 	snprintf(cmd, sizeof(cmd),
 		 "strace -f -qq -e trace=membarrier -e signal=SIGSYS -o %s %s run -c 1 --mode rewrite "
-		 "--stats %s -- %s exit 2>/dev/null", trace, bin, stats, self);
+		 "--stats %s -- %s %s 2>/dev/null", trace, bin, stats, self, role);
 	st = run_status(cmd);
-	t_check(st == 37, "rewrite mode: status %d", st);
-	f = fopen(trace, "r");
+	t_check(st == want, "%s in rewrite mode: status %d", role, st);
+	return fopen(trace, "r");
+}
+
+static void exit_site(const char *self)
+{
+	char stats[128], trace[128], line[1024];
+	int sigsys = 0, sync_after = 0, last_exit_group = 0;
+	FILE *f = three_ways(self, "exit", 37, stats, trace, sizeof(stats));
+
 	while (f && fgets(line, sizeof(line), f)) {
 		if (strstr(line, "SYS_USER_DISPATCH")) {
 			sigsys++;
@@ -256,9 +267,8 @@ static void exit_site(const char *self)
 static void guard(const char *self)
 {
 	const char *bin = getenv("DETACH_BIN");
-	char trace[128], cmd[1024], line[1024];
-	int int3 = 0, st;
-	FILE *f;
+	char trace[128], cmd[1024];
+	int int3, st;
 
 	snprintf(trace, sizeof(trace), "/tmp/detach-test-%d-guard.strace", getpid());
 	snprintf(cmd, sizeof(cmd),
@@ -266,12 +276,7 @@ static void guard(const char *self)
 		 "--select first -- %s guard", trace, bin, self);
 	st = run_status(cmd);
 	t_check(st == 41, "guard run: status %d (41: the reader got its byte)", st);
-	f = fopen(trace, "r");
-	while (f && fgets(line, sizeof(line), f))
-		if (strstr(line, "SIGTRAP") && strstr(line, "si_code=SI_KERNEL"))
-			int3++;
-	if (f)
-		fclose(f);
+	int3 = t_strace_int3s(trace);
 	printf("guard: the kernel delivered %d SIGTRAP for an int3 (the reader returned into the jump)\n", int3);
 	t_check(int3 == 1, "%d int3 met, want 1", int3);
 	unlink(trace);
@@ -322,26 +327,9 @@ static void retrap(const char *self)
  * membarrier SYNC_CORE calls of its patch follow that SIGSYS. */
 static void thread_exits(const char *self)
 {
-	const char *bin = getenv("DETACH_BIN");
-	char stats[128], trace[128], cmd[1024], line[1024];
-	int exits = 0, sync_after_exit = 0, st;
-	FILE *f;
-
-	snprintf(cmd, sizeof(cmd), "%s threads", self);
-	st = run_status(cmd);
-	t_check(st == 43, "threads natively: status %d", st);
-	snprintf(cmd, sizeof(cmd), "%s run -c 1 --mode sud -- %s threads 2>/dev/null", bin, self);
-	st = run_status(cmd);
-	t_check(st == 43, "threads in sud mode: status %d", st);
-
-	snprintf(stats, sizeof(stats), "/tmp/detach-test-%d-thr.json", getpid());
-	snprintf(trace, sizeof(trace), "/tmp/detach-test-%d-thr.strace", getpid());
-	snprintf(cmd, sizeof(cmd),
-		 "strace -f -qq -e trace=membarrier -e signal=SIGSYS -o %s %s run -c 1 --mode rewrite "
-		 "--stats %s -- %s threads 2>/dev/null", trace, bin, stats, self);
-	st = run_status(cmd);
-	t_check(st == 43, "threads in rewrite mode: status %d", st);
-	f = fopen(trace, "r");
+	char stats[128], trace[128], line[1024];
+	int exits = 0, sync_after_exit = 0;
+	FILE *f = three_ways(self, "threads", 43, stats, trace, sizeof(stats));
 	bool after_exit = false;
 	while (f && fgets(line, sizeof(line), f)) {
 		if (strstr(line, "SYS_USER_DISPATCH")) {

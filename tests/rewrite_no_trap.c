@@ -250,9 +250,8 @@ static void sha256sum_sites(void)
  * delivered, SIGTRAPs with SI_KERNEL. */
 static int race_sites(const char *self)
 {
-	char stats[128], trace[128], cmd[1024], line[1024];
-	int st, int3 = 0;
-	FILE *f;
+	char stats[128], trace[128], cmd[1024];
+	int st, int3;
 
 	snprintf(stats, sizeof(stats), "/tmp/detach-test-%d-race.json", getpid());
 	snprintf(trace, sizeof(trace), "/tmp/detach-test-%d-race.strace", getpid());
@@ -261,12 +260,7 @@ static int race_sites(const char *self)
 		 "--select first --stats %s -- %s race", trace, getenv("DETACH_BIN"), stats, self);
 	st = system(cmd);
 	t_check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "race run: status %#x", st);
-	f = fopen(trace, "r");
-	while (f && fgets(line, sizeof(line), f))
-		if (strstr(line, "SIGTRAP") && strstr(line, "si_code=SI_KERNEL"))
-			int3++;
-	if (f)
-		fclose(f);
+	int3 = t_strace_int3s(trace);
 	check_sites("race", stats);
 	printf("race: the kernel delivered %d SIGTRAP for an int3 (the other thread met a staged site and "
 	       "went on); %lld int3 met by the detached thread\n", int3, t_stats_value(stats, "int3_hits"));

@@ -965,45 +965,72 @@ static void put_rel32(uint8_t *at, uintptr_t next, uintptr_t target)
 	memcpy(at, &rel, 4);
 }
 
-/* The stub of w at slot, as laid out above; the address of its `ret`, or
- * 0 when a rip-relative operand of the window cannot reach its target
- * from there. */
-static uintptr_t stub_write(uint8_t *code, uintptr_t slot, const struct window *w, uintptr_t site)
+/* A stub slot's code: int3s, and the window's instructions at their
+ * offsets in the window.  Each keeps its rip-relative target as far from it
+ * as before, moved by start - slot; false if one is then out of reach. */
+static bool stub_copy_window(uint8_t *code, uintptr_t slot, const struct window *w)
 {
-	uint64_t entry = (uint64_t)dt_trampoline_entry;
-	unsigned n = w->len, ret;
-
 	memset(code, 0xcc, STUB_SLOT);
-	memcpy(code, w->bytes, n);
-	/* Each instruction sits at the same offset in the stub as in the
-	 * window: its target is as far from it as before, moved by
-	 * start - slot. */
+	memcpy(code, w->bytes, w->len);
 	for (unsigned i = 0; i < w->nrip; i++) {
 		int32_t d;
 		memcpy(&d, code + w->rip_at[i], 4);
 		int64_t nd = (int64_t)d + (int64_t)(w->start - slot);
 		if (nd != (int32_t)nd)
-			return 0;
+			return false;
 		d = (int32_t)nd;
 		memcpy(code + w->rip_at[i], &d, 4);
 	}
+	return true;
+}
+
+/* Every stub's call of the trampoline at code[n], below the red zone;
+ * returns the offset of its return address, the stub's `ret` */
+static unsigned stub_call_entry(uint8_t *code, unsigned n)
+{
+	uint64_t entry = (uint64_t)dt_trampoline_entry;
+
 	memcpy(code + n, "\x48\x8d\x64\x24", 4); n += 4;                /* lea -RED_ZONE(%rsp),%rsp */
 	code[n++] = (uint8_t)-RED_ZONE;                                  /* (disp8) */
 	code[n++] = 0x49; code[n++] = 0xbb;                              /* movabs $entry,%r11 */
 	memcpy(code + n, &entry, 8); n += 8;
 	memcpy(code + n, "\x41\xff\xd3", 3); n += 3;                     /* call *%r11 */
-	ret = n;
+	_Static_assert(RED_ZONE <= 128, "lea -RED_ZONE(%rsp) takes a disp8");
+	return n;
+}
+
+/* Every stub's way back at its `ret` (code[ret]): rsp above the red zone
+ * again, rcx as the site's `syscall` leaves it, and a jump to then (past
+ * the site, or the moved instructions after a forward window's
+ * `syscall`); returns ret + RET_TO_SITE */
+static unsigned stub_way_back(uint8_t *code, unsigned ret, uintptr_t slot, uintptr_t site, uintptr_t then)
+{
+	unsigned n = ret;
+
 	memcpy(code + n, "\x48\x8d\xa4\x24", 4); n += 4;                /* lea RED_ZONE(%rsp),%rsp */
 	memcpy(code + n, &(int32_t){ RED_ZONE }, 4); n += 4;             /* (disp32) */
 	memcpy(code + n, "\x48\x8d\x0d", 3); n += 3;                     /* lea site+2(%rip),%rcx */
 	put_rel32(code + n, slot + n + 4, site + 2); n += 4;
-	code[n++] = 0xe9;                                                /* jmp site+2 */
-	put_rel32(code + n, slot + n + 4, site + 2); n += 4;
-	code[n++] = 0xe9;                                                /* ret+20: jmp site */
-	put_rel32(code + n, slot + n + 4, site); n += 4;
-	_Static_assert(RED_ZONE <= 128, "lea -RED_ZONE(%rsp) takes a disp8");
+	code[n++] = 0xe9;                                                /* jmp then */
+	put_rel32(code + n, slot + n + 4, then); n += 4;
 	_Static_assert(RET_RCX_DISP == 8 + 3 && RET_RCX_NEXT == 8 + 7 && RET_TO_SITE == 8 + 7 + 5,
 		       "the stub's layout");
+	return n;
+}
+
+/* The stub of w at slot, as laid out above; the address of its `ret`, or
+ * 0 when a rip-relative operand of the window cannot reach its target
+ * from there. */
+static uintptr_t stub_write(uint8_t *code, uintptr_t slot, const struct window *w, uintptr_t site)
+{
+	unsigned n, ret;
+
+	if (!stub_copy_window(code, slot, w))
+		return 0;
+	ret = stub_call_entry(code, w->len);
+	n = stub_way_back(code, ret, slot, site, site + 2);
+	code[n++] = 0xe9;                                                /* ret+20: jmp site */
+	put_rel32(code + n, slot + n + 4, site);
 	return slot + ret;
 }
 
@@ -1041,21 +1068,11 @@ static uintptr_t stub_write(uint8_t *code, uintptr_t slot, const struct window *
  * place of the jump back); 45 after it: len <= FWD_MAX. */
 static uintptr_t stub_write_fwd(uint8_t *code, uintptr_t slot, const struct window *w, uintptr_t site)
 {
-	uint64_t entry = (uint64_t)dt_trampoline_entry;
 	unsigned k = w->sys, n, ret, e;
 
 	_Static_assert(2 + (FWD_MAX - 2) + 5 + 18 + 20 + 7 <= STUB_SLOT, "a forward stub fits its slot");
-	memset(code, 0xcc, STUB_SLOT);
-	memcpy(code, w->bytes, w->len);
-	for (unsigned i = 0; i < w->nrip; i++) {
-		int32_t d;
-		memcpy(&d, code + w->rip_at[i], 4);
-		int64_t nd = (int64_t)d + (int64_t)(w->start - slot);
-		if (nd != (int32_t)nd)
-			return 0;
-		d = (int32_t)nd;
-		memcpy(code + w->rip_at[i], &d, 4);
-	}
+	if (!stub_copy_window(code, slot, w))
+		return 0;
 	n = w->jmp_at ? w->jmp_at : w->len;
 	code[n++] = 0xe9;                                                /* jmp start+len, or the jmp's target */
 	uintptr_t to = w->jmp_at ? w->jmp_to : w->start + w->len;
@@ -1066,18 +1083,8 @@ static uintptr_t stub_write_fwd(uint8_t *code, uintptr_t slot, const struct wind
 	e = n;
 	code[k] = 0xeb;                                                  /* +sys: jmp entry */
 	code[k + 1] = (uint8_t)(e - (k + 2));
-	memcpy(code + n, "\x48\x8d\x64\x24", 4); n += 4;                /* lea -RED_ZONE(%rsp),%rsp */
-	code[n++] = (uint8_t)-RED_ZONE;
-	code[n++] = 0x49; code[n++] = 0xbb;                              /* movabs $entry,%r11 */
-	memcpy(code + n, &entry, 8); n += 8;
-	memcpy(code + n, "\x41\xff\xd3", 3); n += 3;                     /* call *%r11 */
-	ret = n;
-	memcpy(code + n, "\x48\x8d\xa4\x24", 4); n += 4;                /* lea RED_ZONE(%rsp),%rsp */
-	memcpy(code + n, &(int32_t){ RED_ZONE }, 4); n += 4;
-	memcpy(code + n, "\x48\x8d\x0d", 3); n += 3;                     /* lea site+2(%rip),%rcx */
-	put_rel32(code + n, slot + n + 4, site + 2); n += 4;
-	code[n++] = 0xe9;                                                /* jmp +sys+2 */
-	put_rel32(code + n, slot + n + 4, slot + k + 2); n += 4;
+	ret = stub_call_entry(code, n);
+	n = stub_way_back(code, ret, slot, site, slot + k + 2);          /* to +sys+2 */
 	code[n++] = 0x0f; code[n++] = 0x05;                              /* ret+20: syscall */
 	code[n++] = 0xe9;                                                /* jmp +sys+2 */
 	put_rel32(code + n, slot + n + 4, slot + k + 2); n += 4;

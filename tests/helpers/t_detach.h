@@ -438,6 +438,23 @@ static inline bool t_stats_read(const char *path, char *buf, size_t len)
 	return true;
 }
 
+/* The int3s the kernel delivered (SIGTRAP with si_code=SI_KERNEL) in an
+ * strace output file written with `-e signal=SIGTRAP`: a thread that met a
+ * staged or guarded site (rewrite.c) */
+static inline int t_strace_int3s(const char *trace)
+{
+	char line[1024];
+	int n = 0;
+	FILE *f = fopen(trace, "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (strstr(line, "SIGTRAP") && strstr(line, "si_code=SI_KERNEL"))
+			n++;
+	if (f)
+		fclose(f);
+	return n;
+}
+
 /* A number from the statistics JSON of the first thread: "key": N */
 static inline long long t_stats_value(const char *path, const char *key)
 {

@@ -189,6 +189,25 @@ struct t_win_result {
 /* Runs argv[0] under detach as the workload and makes its rounds: round i
  * lands H1 at points[i] in the i-th call of the round's function fn whose
  * number (rsi) is nr.  Fills res; the checks are the caller's. */
+/* A round ended (its H2 ran, or call A's return was read): true with the
+ * next round's call armed (the breakpoint at fn's entry), or, after the
+ * last round, false with the program let go (sig delivered, 0: none). */
+static bool t_win_next_round(pid_t pid, uintptr_t fa, int sig, int round, int rounds, struct t_win_result *res)
+{
+	res->rounds_done = round;
+	if (round < rounds) {
+		t_win_set_dr(2, fa);
+		t_win_dr7(false, true);
+		return true;
+	}
+	t_win_dr7(false, false);
+	if (ptrace(PTRACE_DETACH, pid, NULL, (void *)(long)sig) == 0)
+		res->released = true;
+	else
+		res->failed = true;
+	return false;
+}
+
 static void t_win_run(char **argv, const char *fn, long nr, const enum t_win_point *points, int rounds,
 		      struct t_win_result *res)
 {
@@ -283,22 +302,12 @@ static void t_win_run(char **argv, const char *fn, long nr, const enum t_win_poi
 					res->failed = true;
 				stage = W_BACK;
 			} else if (stage == W_H2 && sig == SIGUSR2) {
-				res->rounds_done = ++round;
-				if (round < rounds) {
-					/* the next round's call */
-					after_store = raised_seen = false;
-					t_win_set_dr(2, fa);
-					t_win_dr7(false, true);
-					stage = W_ENTRY;
-				} else {
-					t_win_dr7(false, false);
-					if (ptrace(PTRACE_DETACH, pid, NULL, (void *)(long)sig) == 0)
-						res->released = true;
-					else
-						res->failed = true;
+				if (!t_win_next_round(pid, fa, sig, ++round, rounds, res)) {
 					stage = W_DONE;
 					continue;
 				}
+				after_store = raised_seen = false;
+				stage = W_ENTRY;
 			}
 			ptrace(PTRACE_CONT, pid, NULL, (void *)(long)sig);
 			continue;
@@ -310,21 +319,12 @@ static void t_win_run(char **argv, const char *fn, long nr, const enum t_win_poi
 				res->back_depth[round] = (int)t_win_peek(t + offsetof(struct dt_thread, depth));
 				res->back_frame[round] = (uintptr_t)t_win_peek(t + offsetof(struct dt_thread, wait_frame));
 			}
-			res->rounds_done = ++round;
-			if (round < rounds) {
-				after_store = raised_seen = false;
-				t_win_set_dr(2, fa);
-				t_win_dr7(false, true);
-				stage = W_ENTRY;
-			} else {
-				t_win_dr7(false, false);
-				if (ptrace(PTRACE_DETACH, pid, NULL, NULL) == 0)
-					res->released = true;
-				else
-					res->failed = true;
+			if (!t_win_next_round(pid, fa, 0, ++round, rounds, res)) {
 				stage = W_DONE;
 				continue;
 			}
+			after_store = raised_seen = false;
+			stage = W_ENTRY;
 			ptrace(PTRACE_CONT, pid, NULL, NULL);
 			continue;
 		}

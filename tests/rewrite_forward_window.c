@@ -12,7 +12,9 @@
  * syscall shows its pc at the site's end) returns into the jump, meets the
  * int3 the jump's second byte holds (the kernel's SIGTRAP, SI_KERNEL, to
  * that thread), is sent to the stub's copy of the instructions after the
- * `syscall`, and gets its read's result.  A call at the site that needs
+ * `syscall`, and gets its read's result, also when, as here, the detached
+ * first thread whose exit patched the site has ended first (its pid then
+ * names no memory: the runtime reads the jump by the thread's own tid).  A call at the site that needs
  * the trap path (made on the program's alternate stack) traps at the
  * stub's own `syscall`: a retrap, no new site, the right result.
  * A thread's exit through glibc's start_thread (2.36: `mov %edx,%eax;
@@ -68,7 +70,30 @@ static void *reader(void *arg)
 	_exit(atomic_load(&reader_got) == 1 && reader_byte == 'x' ? 41 : 40);
 }
 
-/* Not detached: writes the byte once the site's jump stands */
+/* The process's first thread has ended: the kernel keeps it as a zombie
+ * ('Z' in /proc/self/task/PID/stat) while the others run */
+static bool first_thread_ended(void)
+{
+	char path[64], buf[512], *p;
+	int fd;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)getpid());
+	if ((fd = open(path, O_RDONLY)) < 0)
+		return true;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return true;
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	return p && (p[2] == 'Z' || p[2] == 'X');
+}
+
+/* Not detached: writes the byte once the site's jump stands and the
+ * detached first thread that patched it has ended, so that the reader
+ * meets the int3 in a process whose pid names no memory any more (the
+ * runtime reads the jump by its own tid then: rewrite.c, own_vm) */
 static void *writer(void *arg)
 {
 	(void)arg;
@@ -76,6 +101,10 @@ static void *writer(void *arg)
 		usleep(500);
 	if (((volatile const unsigned char *)fwd_site)[0] != 0xe9)
 		_exit(3);               /* never patched */
+	for (int i = 0; i < 20000 && !first_thread_ended(); i++)
+		usleep(500);
+	if (!first_thread_ended())
+		_exit(7);               /* the first thread's exit never ended */
 	if (write(pipefd[1], "x", 1) != 1)
 		_exit(4);
 	return NULL;

@@ -299,14 +299,30 @@ int rewrite_init(void)
 
 /* ---- reading the code around a site (no libc, no /proc: we are in the trap) */
 
+/* process_vm_readv or process_vm_writev (nr) of one range of our own
+ * memory.  By the process's pid, which names its first thread: once that
+ * thread has ended while others run on (a main thread's pthread_exit, or a
+ * detached first thread's exit), its task keeps the pid without an mm and
+ * the call fails with ESRCH; then by the calling thread's own tid, which
+ * names the same memory.  (Not the tid first: a thread not detached, say a
+ * SIGTRAP handler's in rewrite_int3, has no record of it, and the pid
+ * serves every other case with one kernel entry.) */
+static long own_vm(long nr, struct iovec *local, struct iovec *remote)
+{
+	long n = sys_call6(nr, dt_cfg.pid, (long)local, 1, (long)remote, 1, 0);
+
+	if (n == -ESRCH)
+		n = sys_call6(nr, sys_call0(SYS_gettid), (long)local, 1, (long)remote, 1, 0);
+	return n;
+}
+
 /* Copies [addr, addr+len) of our own memory into buf, as far as it is
  * readable: process_vm_readv checks the mapping's protection as a read by
  * the program would, and fails instead of faulting. */
 static size_t read_own(void *buf, uintptr_t addr, size_t len)
 {
 	struct iovec local = { buf, len }, remote = { (void *)addr, len };
-	long n = sys_call6(SYS_process_vm_readv, dt_cfg.pid,
-			   (long)&local, 1, (long)&remote, 1, 0);
+	long n = own_vm(SYS_process_vm_readv, &local, &remote);
 
 	return n > 0 ? (size_t)n : 0;
 }
@@ -319,8 +335,7 @@ static bool writable_own(uintptr_t addr)
 	uint8_t b;
 	struct iovec local = { &b, 1 }, remote = { (void *)addr, 1 };
 
-	return read_own(&b, addr, 1) == 1 &&
-	       sys_call6(SYS_process_vm_writev, dt_cfg.pid, (long)&local, 1, (long)&remote, 1, 0) == 1;
+	return read_own(&b, addr, 1) == 1 && own_vm(SYS_process_vm_writev, &local, &remote) == 1;
 }
 
 /* ---- the instruction before a site */

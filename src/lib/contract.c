@@ -32,12 +32,17 @@ int contract_set_stats(struct run_contract *c, const char *path)
 	return n < 0 || (size_t)n >= sizeof(c->stats) ? -ENAMETOOLONG : 0;
 }
 
-static bool one_of(const char *v, const char *const *choices)
+int contract_index(const char *v, const char *const *choices)
 {
 	for (int i = 0; choices[i]; i++)
 		if (!strcmp(v, choices[i]))
-			return true;
-	return false;
+			return i;
+	return -1;
+}
+
+static bool one_of(const char *v, const char *const *choices)
+{
+	return contract_index(v, choices) >= 0;
 }
 
 static const char *const mlocks[] = { "thread", "all", "none", NULL };

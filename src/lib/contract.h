@@ -51,6 +51,8 @@ struct run_contract {
  * ended; the runtime's enum proxy_wait (runtime/config.h) follows this
  * order. */
 extern const char *const contract_proxies[];
+/* v's index in a NULL-ended list of choices (contract_proxies), or -1 */
+int contract_index(const char *v, const char *const *choices);
 
 /* A contract with every default but the pid and the CPUs: what the runtime
  * does where a variable is unset, and what dt_detach() without `detach

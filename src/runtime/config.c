@@ -102,11 +102,10 @@ void config_apply(const struct run_contract *c)
 	dt_cfg.keep_policy = c->keep_policy;
 	/* A spinning proxy on the only housekeeping CPU would leave nothing of
 	 * it to the rest of the program and the system. */
-	if (c->proxy[0]) {
-		for (int i = 0; contract_proxies[i]; i++)
-			if (!strcmp(c->proxy, contract_proxies[i]))
-				dt_cfg.proxy_wait = (enum proxy_wait)i;
-	} else
+	int proxy = c->proxy[0] ? contract_index(c->proxy, contract_proxies) : -1;
+	if (proxy >= 0)
+		dt_cfg.proxy_wait = (enum proxy_wait)proxy;
+	else
 		dt_cfg.proxy_wait = CPU_COUNT(&c->housekeeping) >= 2 ? PROXY_SPIN : PROXY_ADAPTIVE;
 }
 

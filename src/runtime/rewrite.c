@@ -534,19 +534,26 @@ static bool branch_into(const struct window *w, uintptr_t site)
 /* Whether the len bytes before code[at] read as whitelisted instructions
  * that end exactly there (into w, which the caller zeroed), and the byte
  * before them cannot be a prefix of the first. */
+/* Records in w the instruction of l bytes that insn_len just read at
+ * offset off of the window (an inner boundary unless it is the first, where
+ * its rip-relative displacement lies); returns the offset after it. */
+static unsigned window_add(struct window *w, unsigned off, unsigned l)
+{
+	if (off)
+		w->bound[w->ninsn - 1] = (uint8_t)off;
+	if (w->rip_disp)
+		w->rip_at[w->nrip++] = (uint8_t)(off + w->rip_disp);
+	w->ninsn++;
+	return off + l;
+}
+
 static bool decode_before(const uint8_t *code, size_t at, unsigned len, struct window *w)
 {
 	const uint8_t *p = code + at - len;
 	unsigned off = 0, l;
 
-	while (off < len && (l = insn_len(p + off, len - off, w))) {
-		if (off)
-			w->bound[w->ninsn - 1] = (uint8_t)off;
-		if (w->rip_disp)
-			w->rip_at[w->nrip++] = (uint8_t)(off + w->rip_disp);
-		w->ninsn++;
-		off += l;
-	}
+	while (off < len && (l = insn_len(p + off, len - off, w)))
+		off = window_add(w, off, l);
 	if (off != len)
 		return false;
 	if (len < at) {
@@ -714,11 +721,7 @@ static bool find_forward(const uint8_t *c, size_t at, const uint8_t *code, size_
 		}
 		if (!(l = insn_len(code + off, room - off, w)))
 			return false;
-		w->bound[w->ninsn - 1] = (uint8_t)off;
-		if (w->rip_disp)
-			w->rip_at[w->nrip++] = (uint8_t)(off + w->rip_disp);
-		w->ninsn++;
-		off += l;
+		off = window_add(w, off, l);
 	}
 	w->start = site;
 	w->len = off;
@@ -1102,7 +1105,7 @@ static uintptr_t stub_write_fwd(uint8_t *code, uintptr_t slot, const struct wind
 	n = stub_way_back(code, ret, slot, site, slot + k + 2);          /* to +sys+2 */
 	code[n++] = 0x0f; code[n++] = 0x05;                              /* ret+20: syscall */
 	code[n++] = 0xe9;                                                /* jmp +sys+2 */
-	put_rel32(code + n, slot + n + 4, slot + k + 2); n += 4;
+	put_rel32(code + n, slot + n + 4, slot + k + 2);
 	return slot + ret;
 }
 
@@ -1479,9 +1482,9 @@ enum site_trap rewrite_site(struct dt_thread *t, uintptr_t site, const greg_t *g
 		return TRAP_LEFT_TRAPPING;
 	/* A forward window's stub's own `syscall` (stub_write_fwd): a call
 	 * the trampoline sent to the trap path, a retrap of its site.  Never a
-	 * site to rewrite: nor is any other `syscall` in a stub page (none is
-	 * there but those, known in fwd_sys before their jump is stored). */
-	if (table_has(fwd_sys, site) || in_stub_page(site))
+	 * site to rewrite, as no `syscall` in a stub page is (none is there
+	 * but those; their page is published before their jump is stored). */
+	if (in_stub_page(site))
 		return TRAP_AT_REWRITTEN;
 	if ((r = table_find(patched, site)) >= 0 && !stale_site(site, r, &relog))
 		return TRAP_AT_REWRITTEN;

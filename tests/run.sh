@@ -10,6 +10,9 @@
 #                                 run once per mode, with DETACH_MODE set
 #   DETACH_BIN=PATH               the command to test (default build/detach;
 #                                 `make check-asan` passes a sanitizer build)
+#   DETACH_LIB=PATH               the runtime it preloads (default
+#                                 build/libdetach.so); with DETACH_BIN, this
+#                                 tree's tests run against another build
 #
 # After every test the runner checks what no test may leave behind, and fails
 # the test that did, with a line naming the leak: a detach-proxy thread still
@@ -24,7 +27,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 export DETACH_ROOT=$ROOT
 export DETACH_BIN=${DETACH_BIN:-$ROOT/build/detach}
-export DETACH_LIB=$ROOT/build/libdetach.so
+export DETACH_LIB=${DETACH_LIB:-$ROOT/build/libdetach.so}
 export BUILD=$ROOT/build
 logs=$ROOT/build/test-logs
 mkdir -p "$logs"

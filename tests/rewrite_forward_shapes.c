@@ -282,31 +282,12 @@ static void *reader(void *arg)
 	_exit(r == 1 && c == 'x' ? (is_syscall(low_site(reader_fn)) ? 41 : 42) : 40);
 }
 
-/* The process's first thread has ended (a zombie task) */
-static bool first_thread_ended(void)
-{
-	char path[64], buf[512], *p;
-	int fd;
-	ssize_t n;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)getpid());
-	if ((fd = open(path, O_RDONLY)) < 0)
-		return true;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return true;
-	buf[n] = 0;
-	p = strrchr(buf, ')');
-	return p && (p[2] == 'Z' || p[2] == 'X');
-}
-
 static void *writer(void *arg)
 {
 	(void)arg;
-	for (int i = 0; i < 20000 && !first_thread_ended(); i++)
+	for (int i = 0; i < 20000 && !t_first_thread_ended(); i++)
 		usleep(500);
-	if (!first_thread_ended())
+	if (!t_first_thread_ended())
 		_exit(7);
 	if (write(pipefd[1], "x", 1) != 1)
 		_exit(4);
@@ -319,8 +300,7 @@ static void *writer(void *arg)
 static int noguard_reader_role(void)
 {
 	pthread_t r, w;
-	char path[64], line[512];
-	uintptr_t pc = 0, end;
+	uintptr_t end;
 
 	if (!(reader_fn = low_code()))
 		return 9;
@@ -331,22 +311,9 @@ static int noguard_reader_role(void)
 	pthread_create(&r, NULL, reader, NULL);
 	while (!atomic_load(&reader_tid))
 		usleep(100);
-	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)atomic_load(&reader_tid));
-	for (int i = 0; i < 5000 && pc != end; i++) {
-		FILE *f = fopen(path, "r");
-		unsigned long v[9] = { 0 };
-		if (f && fgets(line, sizeof(line), f) &&
-		    sscanf(line, "%lu %lx %lx %lx %lx %lx %lx %lx %lx", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
-			   &v[6], &v[7], &v[8]) == 9 && v[0] == SYS_read)
-			pc = v[8];
-		if (f)
-			fclose(f);
-		if (pc != end)
-			usleep(200);
-	}
-	if (pc != end)
+	if (!t_task_in_syscall_at(atomic_load(&reader_tid), SYS_read, end))
 		return 5;
-	printf("reader in read(2) at pc %#lx, the site's end\n", (unsigned long)pc);
+	printf("reader in read(2) at pc %#lx, the site's end\n", (unsigned long)end);
 	fflush(stdout);
 	pthread_create(&w, NULL, writer, NULL);
 	pthread_detach(w);

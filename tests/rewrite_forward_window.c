@@ -70,26 +70,6 @@ static void *reader(void *arg)
 	_exit(atomic_load(&reader_got) == 1 && reader_byte == 'x' ? 41 : 40);
 }
 
-/* The process's first thread has ended: the kernel keeps it as a zombie
- * ('Z' in /proc/self/task/PID/stat) while the others run */
-static bool first_thread_ended(void)
-{
-	char path[64], buf[512], *p;
-	int fd;
-	ssize_t n;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)getpid());
-	if ((fd = open(path, O_RDONLY)) < 0)
-		return true;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return true;
-	buf[n] = 0;
-	p = strrchr(buf, ')');
-	return p && (p[2] == 'Z' || p[2] == 'X');
-}
-
 /* Not detached: writes the byte once the site's jump stands and the
  * detached first thread that patched it has ended, so that the reader
  * meets the int3 in a process whose pid names no memory any more (the
@@ -101,9 +81,9 @@ static void *writer(void *arg)
 		usleep(500);
 	if (((volatile const unsigned char *)fwd_site)[0] != 0xe9)
 		_exit(3);               /* never patched */
-	for (int i = 0; i < 20000 && !first_thread_ended(); i++)
+	for (int i = 0; i < 20000 && !t_first_thread_ended(); i++)
 		usleep(500);
-	if (!first_thread_ended())
+	if (!t_first_thread_ended())
 		_exit(7);               /* the first thread's exit never ended */
 	if (write(pipefd[1], "x", 1) != 1)
 		_exit(4);
@@ -116,8 +96,7 @@ static void *writer(void *arg)
 static int guard_role(void)
 {
 	pthread_t r, w;
-	char path[64], line[512];
-	uintptr_t pc = 0;
+	uintptr_t pc = (uintptr_t)fwd_site + 2;
 
 	if (pipe(pipefd))
 		return 2;
@@ -125,20 +104,7 @@ static int guard_role(void)
 	while (!atomic_load(&reader_tid))
 		usleep(100);
 	/* in the kernel at the site: /proc's pc is the site's end */
-	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)atomic_load(&reader_tid));
-	for (int i = 0; i < 5000 && pc != (uintptr_t)fwd_site + 2; i++) {
-		FILE *f = fopen(path, "r");
-		unsigned long v[9] = { 0 };
-		if (f && fgets(line, sizeof(line), f) &&
-		    sscanf(line, "%lu %lx %lx %lx %lx %lx %lx %lx %lx", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
-			   &v[6], &v[7], &v[8]) == 9 && v[0] == SYS_read)
-			pc = v[8];
-		if (f)
-			fclose(f);
-		if (pc != (uintptr_t)fwd_site + 2)
-			usleep(200);
-	}
-	if (pc != (uintptr_t)fwd_site + 2)
+	if (!t_task_in_syscall_at(atomic_load(&reader_tid), SYS_read, pc))
 		return 5;
 	printf("reader tid %d in read(2) at pc %#lx, the site's end\n", (int)atomic_load(&reader_tid),
 	       (unsigned long)pc);

@@ -185,6 +185,37 @@ static inline int t_task_file(pid_t tid, const char *file, char *buf, size_t len
 	return 0;
 }
 
+/* The process's first thread has ended while others run on: the kernel
+ * keeps it as a zombie ('Z' in /proc/self/task/PID/stat); unreadable, it
+ * is taken for gone. */
+static inline bool t_first_thread_ended(void)
+{
+	char buf[512], *p;
+
+	if (t_task_file(getpid(), "stat", buf, sizeof(buf)) || !buf[0])
+		return true;
+	p = strrchr(buf, ')');
+	return p && (p[2] == 'Z' || p[2] == 'X');
+}
+
+/* Waits up to about a second for thread tid to be in the kernel in call
+ * nr with its pc at pc (/proc/self/task/TID/syscall: the number, six
+ * arguments, sp, pc): a thread blocked right after a given `syscall`. */
+static inline bool t_task_in_syscall_at(pid_t tid, long nr, uintptr_t pc)
+{
+	char buf[512];
+
+	for (int i = 0; i < 5000; i++) {
+		unsigned long v[9] = { 0 };
+		if (!t_task_file(tid, "syscall", buf, sizeof(buf)) &&
+		    sscanf(buf, "%lu %lx %lx %lx %lx %lx %lx %lx %lx", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+			   &v[6], &v[7], &v[8]) == 9 && (long)v[0] == nr && v[8] == pc)
+			return true;
+		usleep(200);
+	}
+	return false;
+}
+
 /* Where every thread of process pid is, on stderr: for a run that hung,
  * before it is killed.  Per thread its name, state, the system call it is in
  * (/proc's syscall: number, arguments, sp, pc; "running" in user space) and

@@ -105,8 +105,22 @@ long do_clone(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	void *child_uc = NULL, *parent_uc = NULL;
 	long ret;
 
-	if (!uc)                    /* rewrite mode: the child needs a frame */
+	if (!uc) {
+		/* Rewrite mode, no frame.  A vfork runs in the clone gate
+		 * (trampoline.S), which needs none: the child resumes the
+		 * program through the trampoline's own return, as the parent
+		 * does.  Not for a watched thread (its calls run on itself,
+		 * natively: the trap path, as before) nor under the program's
+		 * seccomp filters (the child inherits them in the kernel from
+		 * the trap path's frame copy, lifecycle's one place for it).
+		 * Every other clone needs the trap's frame: a child on another
+		 * stack, a new TLS. */
+		if (nr == SYS_vfork && !t->observed && !t->filters) {
+			count(t, nr, &t->stats->local);
+			return DT_CLONE_GATE;
+		}
 		return DT_NEED_TRAP;
+	}
 
 	switch (nr) {
 	case SYS_fork:

@@ -41,10 +41,12 @@
  *
  * The trampoline sends the calls it cannot return from to ret+20, that is
  * to the kept `syscall` with the program's own rsp: rt_sigreturn (its frame
- * is at rsp), clone, clone3, vfork and fork (a child on another stack would
- * resume at `ret` with a wrong rsp), and on a detached thread every call
- * that needs a signal frame.  Sites whose number is known to be one of the
- * first five are not patched at all.
+ * is at rsp), clone, clone3 and fork (a child on another stack would
+ * resume at `ret` with a wrong rsp), vfork on a thread not detached, and
+ * on a detached thread every call that needs a signal frame.  Sites whose
+ * number is known to be one of the first four are not patched at all.  A
+ * detached thread's vfork runs in the trampoline's clone gate
+ * (trampoline.S), whose child and parent both return through the stub.
  *
  * Five bytes change under other threads that may be running them, so they
  * change as the kernel changes its own live text (text_poke_bp): int3 on
@@ -59,7 +61,7 @@
  * What is never rewritten (the site keeps trapping, which always works, and
  * is counted): the vDSO; a site whose code cannot be read; a site with no
  * window, hop nor forward window; a site whose stub cannot be mapped
- * within +-2 GiB of it; rt_sigreturn and the clone family; and everything
+ * within +-2 GiB of it; rt_sigreturn and the clone family but vfork; and everything
  * on a kernel without membarrier SYNC_CORE (Linux < 4.16), where five bytes
  * cannot change safely under other threads.
  */
@@ -785,11 +787,11 @@ static bool window_agrees(const struct window *w, const greg_t *g)
 	return true;
 }
 
-/* The calls the trampoline cannot return from (see above). */
+/* The calls the trampoline cannot return from (see above).  vfork is not
+ * one: the trampoline runs it in its clone gate (trampoline.S). */
 static bool never_patched(long nr)
 {
-	return nr == SYS_rt_sigreturn || nr == SYS_clone || nr == SYS_clone3 || nr == SYS_vfork ||
-	       nr == SYS_fork;
+	return nr == SYS_rt_sigreturn || nr == SYS_clone || nr == SYS_clone3 || nr == SYS_fork;
 }
 
 /* Why a site cannot be rewritten, NULL if it can (w: its window): decided
@@ -1599,8 +1601,9 @@ static long dispatch_sleep(struct dt_thread *t, long nr, long *args, uintptr_t r
 
 /* *retrap: 1, the call goes to the site's kept `syscall` to trap there;
  * 2, a sleep left its rest in tail, for the trampoline to wait after the C
- * calls have returned (clock.c: timed_sleep).  ret: the stub's `ret`,
- * checked by the trampoline.  tail: NULL when the trampoline saved the
+ * calls have returned (clock.c: timed_sleep); 3, a vfork for the
+ * trampoline's clone gate (lifecycle.c, do_clone: DT_CLONE_GATE).  ret:
+ * the stub's `ret`, checked by the trampoline.  tail: NULL when the trampoline saved the
  * vector state (the tail's way back restores none). */
 long dt_trampoline_dispatch(long nr, long *a, long *retrap, uintptr_t ret, struct wait_record *tail) DT_HIDDEN;
 long dt_trampoline_dispatch(long nr, long *a, long *retrap, uintptr_t ret, struct wait_record *tail)
@@ -1638,6 +1641,9 @@ long dt_trampoline_dispatch(long nr, long *a, long *retrap, uintptr_t ret, struc
 	 * returned 0 in the parent, or a call run twice). */
 	if (__builtin_expect(r == DT_NEED_TRAP, 0)) {
 		*retrap = 1;
+		r = 0;
+	} else if (__builtin_expect(r == DT_CLONE_GATE, 0)) {
+		*retrap = 3;            /* the trampoline runs the vfork itself */
 		r = 0;
 	} else if (left_rest) {
 		*retrap = 2;

@@ -259,6 +259,18 @@ sys_clone_resume:
 	ud2
 	.size sys_clone_resume, .-sys_clone_resume
 
+/* The clone gate's `syscall` (trampoline.S): a detached thread's vfork at
+ * a rewritten site, with the program's registers.  Jumped to and back,
+ * never called: the child and the parent share the stack, and the child's
+ * calls would overwrite a return address before the parent read it. */
+	.globl dt_clone_gate
+	.hidden dt_clone_gate
+	.type dt_clone_gate,@function
+dt_clone_gate:
+	syscall
+	jmp dt_clone_gate_back
+	.size dt_clone_gate, .-dt_clone_gate
+
 	.text
 /* long sys_proxy_call(nr, a1, a2, a3, a4, a5, a6, volatile uint8_t *intr)
  * Runs on a proxy (never armed): needs no special section.  The window

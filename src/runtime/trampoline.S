@@ -22,10 +22,11 @@
  *
  * Calls that cannot return through the stub go to the site's own `syscall`,
  * which rewrite.c keeps, with the program's rsp (the stub's ret+RET_TO_SITE jumps
- * there): rt_sigreturn (its frame is at the caller's rsp), clone, clone3,
- * vfork and fork (a child on another stack, or on ours, would resume in the
- * stub with a wrong rsp), and on a detached thread every call the dispatch
- * says needs a signal frame.  There a detached thread traps, and the trap
+ * there): rt_sigreturn (its frame is at the caller's rsp), clone, clone3
+ * and fork (a child on another stack, or on ours, would resume in the
+ * stub with a wrong rsp), vfork on a thread not detached (.Lnot_detached),
+ * and on a detached thread every call the dispatch says needs a signal
+ * frame.  A detached thread's vfork runs here, in the clone gate (.Lgate).  There a detached thread traps, and the trap
  * handler (intercept.c), which has a signal frame to work with, does what
  * it does in sud mode; any other thread makes the call natively.
  */
@@ -95,8 +96,6 @@ dt_trampoline_entry:
 	je .Lto_site
 	cmpl $NR_clone, %eax
 	je .Lto_site
-	cmpl $NR_vfork, %eax
-	je .Lto_site
 	cmpl $NR_fork, %eax
 	je .Lto_site
 	cmpl $NR_clone3, %eax
@@ -109,9 +108,9 @@ dt_trampoline_entry:
 	movq dt_self@gottpoff(%rip), %r11
 	movq %fs:(%r11), %r11
 	testq %r11, %r11
-	jz .Lnative
+	jz .Lnot_detached
 	cmpb $0, T_VFORK_CHILD(%r11)
-	jne .Lnative
+	jne .Lnot_detached
 
 	/* Onto the runtime's own stack (stack.c) before anything else goes on
 	 * the program's: its stack may be a goroutine's 2 KiB.  Already on it
@@ -141,7 +140,7 @@ dt_trampoline_entry:
 	pushq %rsi                      /* -40 */
 	pushq %rdi                      /* -48 */
 	pushq %rax                      /* -56: nr */
-	pushq $0                        /* -64: retrap flag, set by C: 1 retrap, 2 wait's tail */
+	pushq $0                        /* -64: retrap flag, set by C: 1 retrap, 2 wait's tail, 3 gate */
 	pushq $0                        /* -72: result */
 	subq $W_SIZE, %rsp              /* F_REST: a sleep's rest (struct wait_record) */
 	/* A call that dt_dispatch carries out in general registers alone
@@ -206,6 +205,7 @@ dt_trampoline_entry:
 	CFI_AT_F_SLOT
 	popq %rsp                       /* F, on the program's stack */
 	.cfi_def_cfa %rsp, RED_ZONE + 16
+.Lreturn_at_f:                          /* rsp = F, rax the result, the rest the program's */
 	movq (%rsp), %r11               /* r11 as the kernel leaves it: the flags */
 	/* The flags back.  popfq costs some 10 cycles on the way back of
 	 * every call (and of every timed wait's wake-up); flags that hold
@@ -260,6 +260,8 @@ dt_trampoline_entry:
 	movl $-1, %eax
 	movl $-1, %edx
 	xrstor (%rsp)
+	cmpq $3, -64(%rbp)              /* a vfork for the clone gate (below) */
+	je .Lgate
 	jmp .Lrestore
 
 .Lretrap_from_frame:
@@ -283,6 +285,152 @@ dt_trampoline_entry:
 	jmp *%r11
 	.cfi_restore_state
 
+	/* The clone gate: a detached thread's vfork (lifecycle.c, do_clone:
+	 * DT_CLONE_GATE), made here from the allowed range (stubs.S,
+	 * dt_clone_gate) without a trap.  The trap path's frame copy is not
+	 * needed: both child and parent resume the program through this
+	 * frame's return, which restores every register from the frame, the
+	 * vector state from the xsave area at rsp, and the flags and the
+	 * stub's `ret` from F and F+8 on the program's stack.  On entry rsp is
+	 * that area (just restored: the vector state is the program's), rbx
+	 * rbp(frame) r12-r15 as the C code left them (the program's; rbp the
+	 * frame's).  The child shares all our memory and runs while we are
+	 * suspended; so:
+	 *   - it writes nothing on this stack above the syscall's rsp: its
+	 *     hook runs below it, and no signal is delivered to it while it is
+	 *     here (every signal is blocked over the gate: a child's mask is
+	 *     its parent's), so no signal frame lands on ours either;
+	 *   - it writes the program's stack from F's height up once it runs
+	 *     the program (glibc's vfork returns, its caller calls execve):
+	 *     the flags at F and the stub's `ret` at F+8 are copied below the
+	 *     area first, and the parent writes them back when it resumes;
+	 *   - it shares our TLS, and marks itself a vfork child in the thread's
+	 *     record (dt_child_placement), as on the trap path, so that its
+	 *     calls at rewritten sites run natively (the entry above).
+	 * Signals: all blocked from before the syscall until each side's
+	 * hook has run (the mask as it was kept in t->gate_mask), so that no
+	 * handler runs between the gate's syscall and the hooks: the child is
+	 * moved off this CPU (dt_child_placement) before any program code,
+	 * handler or not, runs in it, and the parent puts the thread's state
+	 * back (dt_vfork_parent_resumed) before any handler sees it.  The
+	 * parent is suspended meanwhile in the kernel's vfork wait, which
+	 * delivers no signal either (it is killable only). */
+.Lgate:
+	movq 8(%rbp), %rcx              /* F */
+	pushq (%rcx)                    /* the flags, kept above the syscall's rsp */
+	pushq 8(%rcx)                   /* the stub's `ret`, too; rsp stays 16-aligned */
+	movq dt_self@gottpoff(%rip), %rcx
+	movq %fs:(%rcx), %rcx
+	leaq T_GATE_MASK(%rcx), %rcx    /* the mask as it is, for both sides */
+	leaq .Lall_signals(%rip), %rdx
+	movl $NR_rt_sigprocmask, %edi
+	movl $SIG_SETMASK, %esi
+	movl $8, %r8d
+	call sys_call6                  /* (the 6th argument, from the stack: unused) */
+	/* The program's registers for the call, as at the site (vfork reads
+	 * none, but the child gets them all, rax 0, as natively) */
+	movq -48(%rbp), %rdi
+	movq -40(%rbp), %rsi
+	movq -32(%rbp), %rdx
+	movq -24(%rbp), %r10
+	movq -16(%rbp), %r8
+	movq -8(%rbp), %r9
+	movq -56(%rbp), %rax            /* nr: vfork */
+	/* jumped to and back, never called: a return address pushed here
+	 * would be overwritten by the child's calls before the parent read it */
+	jmp dt_clone_gate
+	.globl dt_clone_gate_back
+	.hidden dt_clone_gate_back
+dt_clone_gate_back:
+	testq %rax, %rax
+	jz .Lgate_child
+	/* The parent (or vfork failed, no child): the child has exec'd or
+	 * exited, the program's stack is ours again.  Nothing above our rsp
+	 * was written by it; the vector state and every register but rax
+	 * rcx r11 are as the kernel kept them across the call. */
+	movq %rax, -72(%rbp)            /* the child's pid, or -errno */
+	movq 8(%rbp), %rcx              /* F */
+	popq 8(%rcx)                    /* the stub's `ret` back */
+	popq (%rcx)                     /* the flags back; rsp = the area */
+	xorl %edi, %edi                 /* no frame copy to leave through */
+	call *sys_on_vfork_parent(%rip) /* threads.c: dt_vfork_parent_resumed */
+	call .Lgate_unblock
+	movl $-1, %eax                  /* the C calls above use general registers */
+	movl $-1, %edx                  /* only (-mgeneral-regs-only); restored all */
+	xrstor (%rsp)                   /* the same, so that nothing relies on it */
+	movq $0, -64(%rbp)
+	jmp .Lrestore
+.Lgate_child:
+	/* The child: on its way to the program through this frame, which the
+	 * parent will need again: only reads above rsp.  Its hook (threads.c,
+	 * dt_child_placement: off the detached CPU, the vfork child's mark,
+	 * the scheduling settings it inherits) runs below the copies; no
+	 * filters to inherit (do_clone sends a thread with some to the trap
+	 * path). */
+	xorl %edi, %edi
+	call *sys_on_clone_child(%rip)
+	leaq 16(%rsp), %rsp             /* the area; the copies are the parent's */
+	movl $-1, %eax
+	movl $-1, %edx
+	xrstor (%rsp)                   /* the hook may have used vector registers */
+	movq -48(%rbp), %rdi
+	movq -40(%rbp), %rsi
+	movq -32(%rbp), %rdx
+	movq -24(%rbp), %r10
+	movq -16(%rbp), %r8
+	movq -8(%rbp), %r9
+	.cfi_remember_state
+	movq %rbp, %rsp
+	popq %rbp
+	CFI_AT_F_SLOT
+	popq %rsp                       /* F, on the program's stack */
+	.cfi_def_cfa %rsp, RED_ZONE + 16
+	/* The mask back, only now: a signal delivered to the child from here
+	 * on makes its frame below F on the program's stack, which the child
+	 * uses anyway (natively, below its rsp), never on ours above, where the
+	 * parent's frame is.  The registers sys_call6 clobbers are saved below
+	 * F (below the red zone: the program keeps nothing there). */
+	pushq %rdi
+	.cfi_adjust_cfa_offset 8
+	pushq %rsi
+	.cfi_adjust_cfa_offset 8
+	pushq %rdx
+	.cfi_adjust_cfa_offset 8
+	pushq %r10
+	.cfi_adjust_cfa_offset 8
+	pushq %r8
+	.cfi_adjust_cfa_offset 8
+	pushq %r9
+	.cfi_adjust_cfa_offset 8
+	call .Lgate_unblock             /* dt_self: the parent's, shared (no new TLS) */
+	popq %r9
+	.cfi_adjust_cfa_offset -8
+	popq %r8
+	.cfi_adjust_cfa_offset -8
+	popq %r10
+	.cfi_adjust_cfa_offset -8
+	popq %rdx
+	.cfi_adjust_cfa_offset -8
+	popq %rsi
+	.cfi_adjust_cfa_offset -8
+	popq %rdi
+	.cfi_adjust_cfa_offset -8
+	xorl %eax, %eax                 /* vfork's 0 in the child */
+	jmp .Lreturn_at_f
+	.cfi_restore_state
+
+	/* rt_sigprocmask(SIG_SETMASK, &t->gate_mask, NULL): the mask the gate
+	 * blocked over, back; clobbers what sys_call6 does */
+.Lgate_unblock:
+	movq dt_self@gottpoff(%rip), %rdx
+	movq %fs:(%rdx), %rdx
+	leaq T_GATE_MASK(%rdx), %rdx
+	movl $NR_rt_sigprocmask, %edi
+	movl $SIG_SETMASK, %esi
+	xorl %ecx, %ecx
+	movl $8, %r8d
+	jmp sys_call6
+
 	/* dt_trampoline_dispatch(nr, args, &retrap, return address, r8: the
 	 * wait's record or NULL), the frame at rbp; one return address deeper,
 	 * so the stack stays aligned for the C call */
@@ -298,10 +446,17 @@ dt_trampoline_entry:
 	ret
 
 	/* Not a detached thread (the stub is checked): the call itself, from
-	 * the range Syscall User Dispatch lets through.  rsp = F. */
-.Lnative:
+	 * the range Syscall User Dispatch lets through.  rsp = F.  A vfork
+	 * goes to the site's kept `syscall` instead (never armed here: it
+	 * runs natively), as it always did: made here, the parent would
+	 * return through our `ret` at F+8, where the child may have
+	 * written by then. */
+.Lnot_detached:
 	.cfi_def_cfa %rsp, RED_ZONE + 16
 	.cfi_same_value %rbp
+	cmpl $NR_vfork, %eax
+	je .Lto_site
+.Lnative:
 	popfq                           /* rsp -> return address */
 	.cfi_def_cfa_offset RED_ZONE + 8
 	jmp dt_native_syscall
@@ -314,5 +469,10 @@ dt_trampoline_entry:
 	ud2
 	.cfi_endproc
 	.size dt_trampoline_entry, .-dt_trampoline_entry
+
+	.section .rodata
+	.balign 8
+.Lall_signals:                          /* the clone gate's mask */
+	.quad -1
 
 	.section .note.GNU-stack,"",@progbits

@@ -1,0 +1,234 @@
+/* Description: a detached thread's vfork at a rewritten site runs in the
+ * trampoline's clone gate (trampoline.S), without a trap: glibc's vfork
+ * site (`pop %rdi; mov $58,%eax; syscall; push %rdi`) is patched at its
+ * first trap, and of 2 LOOPS vfork+_exit and LOOPS vfork+execve in the
+ * default mode the kernel delivers SIGSYS for that first one only
+ * (strace, si_syscall=__NR_vfork; without the timer below, whose
+ * signals under ptrace stall the run, on main too), and the statistics
+ * count fewer than 100 traps in all while an ITIMER_REAL of 100 us
+ * interrupts the loop with a handler (which makes a call itself).  Every
+ * child runs off the detached CPU before any code of the program (the
+ * kernel's getcpu in it, the exec'd image's sched_getcpu: its status); the parent
+ * and the child find the callee-saved registers, xmm0-xmm15 and the 112
+ * bytes of the red zone below the caller's rsp that natively survive
+ * (all but the return address glibc pushes back) as the caller set them
+ * before vfork.  The same role exits 0 natively and in sud mode.
+ * Timeout: 120 */
+#include "helpers/t_detach.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/time.h>
+
+#define LOOPS 2000
+
+/* xmm0-xmm15 as vfork_regs loads and checks them */
+_Alignas(16) unsigned char xmm_pat[16][16];
+
+/* long vfork_regs(long *bad): glibc's vfork() with rbx rbp r12-r15,
+ * xmm0-xmm15 and the red zone [rsp-128, rsp-16) of the caller set to known
+ * values before, checked after it, in both child and parent.  The parent
+ * stores its count of mismatches in *bad (r15 carries the pointer across:
+ * a wrong r15 faults) and returns the pid (or -1); the child _exits with
+ * its count (raw exit_group: nothing on the stack). */
+long vfork_regs(long *bad);
+__asm__(".text\n"
+	".p2align 4\n"
+	"vfork_regs:\n"
+	"	push %rbx\n push %rbp\n push %r12\n push %r13\n push %r14\n push %r15\n"
+	"	mov %rdi, %r15\n"
+	"	movabs $0x1111111111111111, %rbx\n"
+	"	movabs $0x2222222222222222, %rbp\n"
+	"	movabs $0x3333333333333333, %r12\n"
+	"	movabs $0x4444444444444444, %r13\n"
+	"	movabs $0x5555555555555555, %r14\n"
+	"	.irp i,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n"
+	"	movdqu xmm_pat+16*\\i(%rip), %xmm\\i\n"
+	"	.endr\n"
+	"	.irp i,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16\n"
+	"	lea \\i(%rbx), %rax\n"
+	"	mov %rax, -8*\\i(%rsp)\n"
+	"	.endr\n"
+	"	call *vfork@GOTPCREL(%rip)\n"        /* bound at load: no lazy resolver below rsp */
+	"	mov %rax, %r10\n"
+	"	xor %ecx, %ecx\n"
+	"	movabs $0x1111111111111111, %rax\n cmp %rax, %rbx\n je 1f\n inc %ecx\n1:\n"
+	"	movabs $0x2222222222222222, %rax\n cmp %rax, %rbp\n je 1f\n inc %ecx\n1:\n"
+	"	movabs $0x3333333333333333, %rax\n cmp %rax, %r12\n je 1f\n inc %ecx\n1:\n"
+	"	movabs $0x4444444444444444, %rax\n cmp %rax, %r13\n je 1f\n inc %ecx\n1:\n"
+	"	movabs $0x5555555555555555, %rax\n cmp %rax, %r14\n je 1f\n inc %ecx\n1:\n"
+	"	.irp i,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16\n"
+	"	lea \\i(%rbx), %rax\n"
+	"	cmp %rax, -8*\\i(%rsp)\n je 1f\n inc %ecx\n1:\n"
+	"	.endr\n"
+	"	.irp i,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n"
+	"	pcmpeqb xmm_pat+16*\\i(%rip), %xmm\\i\n"
+	"	pmovmskb %xmm\\i, %eax\n"
+	"	cmp $0xffff, %eax\n je 1f\n inc %ecx\n1:\n"
+	"	.endr\n"
+	"	test %r10, %r10\n"
+	"	jnz 2f\n"
+	"	mov %ecx, %edi\n"
+	"	mov $231, %eax\n"                 /* exit_group: the child's own */
+	"	syscall\n"
+	"	ud2\n"
+	"2:	mov %rcx, (%r15)\n"
+	"	mov %r10, %rax\n"
+	"	pop %r15\n pop %r14\n pop %r13\n pop %r12\n pop %rbp\n pop %rbx\n"
+	"	ret\n");
+
+static atomic_long ticks;
+
+static void tick(int sig)
+{
+	(void)sig;
+	(void)getppid();                /* a call of its own, at a rewritten site */
+	atomic_fetch_add(&ticks, 1);
+}
+
+static int status_of(pid_t pid)
+{
+	int st;
+
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+/* vfork and _exit: the child's CPU into *cpu, the parent's memory.  The
+ * kernel's getcpu, not glibc's sched_getcpu(), which reads the rseq area
+ * in the TLS that a vfork child shares with its parent: the parent's CPU */
+static __attribute__((noinline)) pid_t vfork_cpu(volatile int *cpu)
+{
+	pid_t pid = vfork();
+
+	if (pid == 0) {
+		unsigned c = 0;
+		*cpu = syscall(SYS_getcpu, &c, NULL, NULL) == 0 ? (int)c : -1;
+		_exit(0);
+	}
+	return pid;
+}
+
+/* vfork and execve of `self cpu` (whose status is its CPU) */
+static __attribute__((noinline)) pid_t vfork_exec(const char *self)
+{
+	pid_t pid = vfork();
+
+	if (pid == 0) {
+		execl(self, self, "cpu", (char *)NULL);
+		_exit(255);
+	}
+	return pid;
+}
+
+/* The role, run natively, in sud mode and in rewrite mode: LOOPS
+ * vfork+_exit (through vfork_regs) and LOOPS vfork+execve of `self cpu`,
+ * under a 100 us ITIMER_REAL.  check_cpu: the caller is detached, every
+ * child must run on another CPU.  Exit status: 0, or the bits of what went
+ * wrong (printed too). */
+static int vfork_role(const char *self, bool check_cpu)
+{
+	struct sigaction sa = { .sa_handler = tick, .sa_flags = SA_RESTART };
+	struct itimerval it = { { 0, 100 }, { 0, 100 } };
+	volatile int child_cpu = -1;
+	int mine = sched_getcpu(), bad_parent = 0, bad_child = 0, same_cpu = 0, bad_exec = 0;
+
+	for (int r = 0; r < 16; r++)
+		for (int b = 0; b < 16; b++)
+			xmm_pat[r][b] = (unsigned char)(0x40 + 16 * r + b);
+	sigaction(SIGALRM, &sa, NULL);
+	if (!getenv("T_NO_TIMER"))
+		setitimer(ITIMER_REAL, &it, NULL);
+	for (int i = 0; i < LOOPS; i++) {
+		long bad = -1;
+		pid_t pid = (pid_t)vfork_regs(&bad);
+		int st = pid > 0 ? status_of(pid) : -1;
+		if (bad != 0)
+			bad_parent++;
+		if (st != 0)
+			bad_child++;
+		/* the child's CPU, written in the shared memory before it exits */
+		child_cpu = -1;
+		pid = vfork_cpu(&child_cpu);
+		if (pid < 0 || status_of(pid) != 0 || child_cpu < 0 || (check_cpu && child_cpu == mine))
+			same_cpu++;
+		pid = vfork_exec(self);
+		st = pid > 0 ? status_of(pid) : -1;
+		if (st < 0 || st >= 255 || (check_cpu && st == mine))
+			bad_exec++;
+	}
+	setitimer(ITIMER_REAL, &(struct itimerval){ { 0, 0 }, { 0, 0 } }, NULL);
+	printf("vfork: CPU %d, %d loops: registers or stack wrong in %d parents, %d children; %d children "
+	       "on this CPU (or lost), %d exec'd children on it (or failed); %ld SIGALRM handled\n", mine, LOOPS,
+	       bad_parent, bad_child, same_cpu, bad_exec, atomic_load(&ticks));
+	return (bad_parent ? 1 : 0) | (bad_child ? 2 : 0) | (same_cpu ? 4 : 0) | (bad_exec ? 8 : 0) |
+	       (!getenv("T_NO_TIMER") && atomic_load(&ticks) < 10 ? 16 : 0);
+}
+
+static int run_status(const char *cmd)
+{
+	int st = system(cmd);
+
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+int main(int argc, char **argv)
+{
+	char self[4096], cmd[8192], trace[128], stats[128], line[1024];
+	const char *bin = getenv("DETACH_BIN");
+	int st, vfork_traps = 0;
+
+	if (argc > 1 && !strcmp(argv[1], "cpu"))
+		return sched_getcpu();
+	if (!t_self_exe(self, sizeof(self)))
+		t_skip("no /proc/self/exe");
+	if (argc > 1 && !strcmp(argv[1], "vfork"))
+		return vfork_role(self, argc > 2);
+	if (!bin)
+		t_skip("DETACH_BIN is not set: run through tests/run.sh");
+	if (system("strace -V >/dev/null 2>&1") != 0)
+		t_skip("strace is not installed (tools/install-deps.sh)");
+
+	snprintf(cmd, sizeof(cmd), "%s vfork", self);
+	st = run_status(cmd);
+	t_check(st == 0, "natively: status %d", st);
+	snprintf(cmd, sizeof(cmd), "%s run -c 1 --mode sud -- %s vfork detached", bin, self);
+	st = run_status(cmd);
+	t_check(st == 0, "sud mode: status %d", st);
+
+	/* the default mode (rewrite), under the timer's storm */
+	snprintf(stats, sizeof(stats), "/tmp/detach-test-%d-gate.json", getpid());
+	snprintf(cmd, sizeof(cmd), "%s run -c 1 --stats %s -- %s vfork detached", bin, stats, self);
+	st = run_status(cmd);
+	t_check(st == 0, "the default mode: status %d", st);
+	t_check(t_stats_has(stats, "\"mode\": \"rewrite\""), "the default mode was not rewrite");
+	long long traps = t_stats_value(stats, "traps");
+	printf("the default mode, under the timer: %lld traps in all (statistics)\n", traps);
+	t_check(traps >= 0 && traps < 100, "%lld traps for %d vfork calls", traps, 3 * LOOPS);
+	unlink(stats);
+
+	/* and under strace, for the kernel's count of SIGSYS: without the
+	 * timer, since a 100 us timer's signals under ptrace (each a stop of
+	 * the tracee) stall the run or end it with SIGSEGV, on main too */
+	snprintf(trace, sizeof(trace), "/tmp/detach-test-%d-gate.strace", getpid());
+	snprintf(cmd, sizeof(cmd),
+		 "T_NO_TIMER=1 strace -f --seccomp-bpf -qq -e trace=none -e signal=SIGSYS -o %s %s run -c 1 "
+		 "--stats %s -- %s vfork detached", trace, bin, stats, self);
+	st = run_status(cmd);
+	t_check(st == 0, "the default mode under strace: status %d", st);
+	FILE *f = fopen(trace, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (strstr(line, "SYS_USER_DISPATCH") && strstr(line, "si_syscall=__NR_vfork"))
+			vfork_traps++;
+	if (f)
+		fclose(f);
+	printf("the default mode: the kernel delivered SIGSYS for %d of %d vfork calls\n", vfork_traps,
+	       3 * LOOPS);
+	t_check(vfork_traps == 1, "%d vfork calls trapped, want 1 (the site's patch)", vfork_traps);
+	unlink(stats);
+	unlink(trace);
+	return t_done();
+}

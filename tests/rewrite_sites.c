@@ -188,8 +188,8 @@ static int inner(void)
 		fprintf(stderr, "the rip-relative window was not rewritten\n");
 		bad++;
 	}
-	/* the clone family through glibc's syscall(): a window whose number
-	 * is rax's; the trampoline sends them to the kept syscall */
+	/* a fork as clone through glibc's syscall(): a window whose number
+	 * is rax's; the trampoline makes it in its clone gate */
 	for (int i = 0; i < 2; i++) {
 		long p = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
 		int st;

@@ -98,6 +98,39 @@ static void warn_tls_shared(const struct dt_thread *t, pid_t child)
 		dt_rewrite_on ? "its calls at rewritten sites run natively on its CPU" : "its calls are still forwarded");
 }
 
+/* After a clone, fork or vfork of the detached thread (ret: its result
+ * here), on either side; *child_mask: the signal mask the child will run
+ * the program with */
+static void clone_done(struct dt_thread *t, unsigned long flags, long ret, uint64_t *child_mask)
+{
+	if (ret > 0 && !(flags & CLONE_VFORK))
+		sched_inherit(t, (pid_t)ret);   /* the policy it believes in (sched.c) */
+	if (ret == 0) {
+		/* a fork child: private memory, back here.  It runs undetached,
+		 * with the mask its program believes in (kept_open) */
+		*child_mask |= t->app_blocked_open;
+		dt_fork_child(t->filters);
+	}
+	else if (flags & CLONE_VFORK)
+		dt_vfork_parent_resumed(NULL);
+	else if (ret > 0 && !t->observed) {
+		place_child((pid_t)ret);
+		if ((flags & (CLONE_VM | CLONE_SETTLS)) == CLONE_VM)
+			warn_tls_shared(t, (pid_t)ret);
+	}
+}
+
+/* A fork made as fork or as clone without shared memory, a new stack nor
+ * TLS (glibc's _Fork: clone(CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID |
+ * SIGCHLD, 0, ...)): its child is a copy that resumes where the parent
+ * does, which the clone gate can make (trampoline.S) */
+static bool gate_forks(long nr, const long *a)
+{
+	const unsigned long shared = CLONE_VM | CLONE_VFORK | CLONE_SETTLS | CLONE_THREAD | CLONE_SIGHAND;
+
+	return nr == SYS_fork || (nr == SYS_clone && !((unsigned long)a[0] & shared) && !a[1]);
+}
+
 long do_clone(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
 	unsigned long flags;
@@ -106,16 +139,16 @@ long do_clone(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	long ret;
 
 	if (!uc) {
-		/* Rewrite mode, no frame.  A vfork runs in the clone gate
-		 * (trampoline.S), which needs none: the child resumes the
-		 * program through the trampoline's own return, as the parent
-		 * does.  Not for a watched thread (its calls run on itself,
+		/* Rewrite mode, no frame.  A vfork or a fork (gate_forks)
+		 * runs in the clone gate (trampoline.S), which needs none: the
+		 * child resumes the program through the trampoline's own
+		 * return, as the parent does.  Not for a watched thread (its calls run on itself,
 		 * natively: the trap path, as before) nor under the program's
 		 * seccomp filters (the child inherits them in the kernel from
 		 * the trap path's frame copy, lifecycle's one place for it).
 		 * Every other clone needs the trap's frame: a child on another
-		 * stack, a new TLS. */
-		if (nr == SYS_vfork && !t->observed && !t->filters) {
+		 * stack, a new TLS, shared memory without CLONE_VFORK. */
+		if ((nr == SYS_vfork || gate_forks(nr, a)) && !t->observed && !t->filters) {
 			count(t, nr, &t->stats->local);
 			return DT_CLONE_GATE;
 		}
@@ -169,22 +202,26 @@ long do_clone(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 		((const void **)child_uc)[-1] = t->filters;
 	count(t, nr, &t->stats->local);
 	ret = sys_clone_resume(nr, a[0], a[1], a[2], a[3], a[4], child_uc, parent_uc);
-	if (ret > 0 && !(flags & CLONE_VFORK))
-		sched_inherit(t, (pid_t)ret);   /* the policy it believes in (sched.c) */
-	if (ret == 0) {
-		/* a fork child: private memory, back here.  It runs undetached,
-		 * with the mask its program believes in (kept_open) */
-		*(uint64_t *)&uc->uc_sigmask |= t->app_blocked_open;
-		dt_fork_child(t->filters);
-	}
-	else if (flags & CLONE_VFORK)
-		dt_vfork_parent_resumed(NULL);
-	else if (ret > 0 && !t->observed) {
-		place_child((pid_t)ret);
-		if ((flags & (CLONE_VM | CLONE_SETTLS)) == CLONE_VM)
-			warn_tls_shared(t, (pid_t)ret);
-	}
+	clone_done(t, flags, ret, (uint64_t *)&uc->uc_sigmask);
 	return ret;
+}
+
+/* The clone gate's hook (trampoline.S), in the parent and in the child,
+ * right after the call, every signal still blocked: clone_done's work, and
+ * the mask the child runs the program with (in the parent: unused).  A
+ * vfork child (shared memory, the parent suspended) runs
+ * dt_child_placement, as the trap path's does in sys_clone_resume. */
+uint64_t dt_gate_done(long nr, long ret)
+{
+	struct dt_thread *t = dt_self;
+	uint64_t mask = t->gate_mask;
+
+	if (nr == SYS_vfork && ret == 0) {
+		dt_child_placement(NULL);
+		return mask;
+	}
+	clone_done(t, nr == SYS_vfork ? CLONE_VM | CLONE_VFORK : 0, ret, &mask);
+	return mask;
 }
 
 /* The new image gets the runtime and the detached state in its

@@ -6,5 +6,7 @@
 #include "runtime/call.h"
 
 DT_HIDDEN call_fn do_exit, do_exit_group, do_clone, do_execve;
+/* the clone gate's hook after the call (trampoline.S) */
+uint64_t dt_gate_done(long nr, long ret) DT_HIDDEN;
 
 #endif

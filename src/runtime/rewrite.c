@@ -41,12 +41,14 @@
  *
  * The trampoline sends the calls it cannot return from to ret+20, that is
  * to the kept `syscall` with the program's own rsp: rt_sigreturn (its frame
- * is at rsp), clone, clone3 and fork (a child on another stack would
- * resume at `ret` with a wrong rsp), vfork on a thread not detached, and
- * on a detached thread every call that needs a signal frame.  Sites whose
- * number is known to be one of the first four are not patched at all.  A
- * detached thread's vfork runs in the trampoline's clone gate
- * (trampoline.S), whose child and parent both return through the stub.
+ * is at rsp), clone3 (a child on another stack would resume at `ret` with
+ * a wrong rsp), vfork, fork and clone on a thread not detached, and on a
+ * detached thread every call that needs a signal frame (a clone of a
+ * thread, of shared memory).  Sites whose number is known to be
+ * rt_sigreturn or clone3 are not patched at all.  A detached thread's vfork
+ * or fork (fork, or clone without shared memory, stack or TLS: glibc's
+ * _Fork) runs in the trampoline's clone gate (trampoline.S), whose child
+ * and parent both return through the stub.
  *
  * Five bytes change under other threads that may be running them, so they
  * change as the kernel changes its own live text (text_poke_bp): int3 on
@@ -61,7 +63,7 @@
  * What is never rewritten (the site keeps trapping, which always works, and
  * is counted): the vDSO; a site whose code cannot be read; a site with no
  * window, hop nor forward window; a site whose stub cannot be mapped
- * within +-2 GiB of it; rt_sigreturn and the clone family but vfork; and everything
+ * within +-2 GiB of it; rt_sigreturn and clone3; and everything
  * on a kernel without membarrier SYNC_CORE (Linux < 4.16), where five bytes
  * cannot change safely under other threads.
  */
@@ -787,11 +789,12 @@ static bool window_agrees(const struct window *w, const greg_t *g)
 	return true;
 }
 
-/* The calls the trampoline cannot return from (see above).  vfork is not
- * one: the trampoline runs it in its clone gate (trampoline.S). */
+/* The calls the trampoline cannot return from (see above).  vfork, fork
+ * and clone are not: the trampoline runs a vfork or a fork in its clone
+ * gate (trampoline.S), and sends any other clone to the trap path. */
 static bool never_patched(long nr)
 {
-	return nr == SYS_rt_sigreturn || nr == SYS_clone || nr == SYS_clone3 || nr == SYS_fork;
+	return nr == SYS_rt_sigreturn || nr == SYS_clone3;
 }
 
 /* Why a site cannot be rewritten, NULL if it can (w: its window): decided
@@ -834,7 +837,7 @@ static const char *refusal(uintptr_t site, const greg_t *g, struct window *w, ui
 	if (branch_into(w, site))
 		return "a branch may land inside the window";
 	if (w->nr >= 0 && never_patched(w->nr))
-		return "rt_sigreturn or the clone family";
+		return "rt_sigreturn or clone3";
 	*kind = w->ninsn == 1 && w->len == 5 && w->bytes[0] == 0xb8 ? SITE_EXACT : SITE_WINDOW;
 	return NULL;
 }

@@ -22,11 +22,12 @@
  *
  * Calls that cannot return through the stub go to the site's own `syscall`,
  * which rewrite.c keeps, with the program's rsp (the stub's ret+RET_TO_SITE jumps
- * there): rt_sigreturn (its frame is at the caller's rsp), clone, clone3
- * and fork (a child on another stack, or on ours, would resume in the
- * stub with a wrong rsp), vfork on a thread not detached (.Lnot_detached),
- * and on a detached thread every call the dispatch says needs a signal
- * frame.  A detached thread's vfork runs here, in the clone gate (.Lgate).  There a detached thread traps, and the trap
+ * there): rt_sigreturn (its frame is at the caller's rsp), clone3 (a
+ * child on another stack would resume in the stub with a wrong rsp),
+ * vfork, fork and clone on a thread not detached (.Lnot_detached), and on
+ * a detached thread every call the dispatch says needs a signal frame (a
+ * clone of a thread, or of shared memory).  A detached thread's vfork or
+ * fork runs here, in the clone gate (.Lgate).  There a detached thread traps, and the trap
  * handler (intercept.c), which has a signal frame to work with, does what
  * it does in sud mode; any other thread makes the call natively.
  */
@@ -93,10 +94,6 @@ dt_trampoline_entry:
 5:	popq %rdx
 	.cfi_def_cfa_offset RED_ZONE + 16
 	cmpl $NR_rt_sigreturn, %eax
-	je .Lto_site
-	cmpl $NR_clone, %eax
-	je .Lto_site
-	cmpl $NR_fork, %eax
 	je .Lto_site
 	cmpl $NR_clone3, %eax
 	je .Lto_site
@@ -260,7 +257,7 @@ dt_trampoline_entry:
 	movl $-1, %eax
 	movl $-1, %edx
 	xrstor (%rsp)
-	cmpq $3, -64(%rbp)              /* a vfork for the clone gate (below) */
+	cmpq $3, -64(%rbp)              /* a vfork or fork for the clone gate (below) */
 	je .Lgate
 	jmp .Lrestore
 
@@ -285,13 +282,15 @@ dt_trampoline_entry:
 	jmp *%r11
 	.cfi_restore_state
 
-	/* The clone gate: a detached thread's vfork (lifecycle.c, do_clone:
-	 * DT_CLONE_GATE), made here from the allowed range (stubs.S,
+	/* The clone gate: a detached thread's vfork or fork (lifecycle.c,
+	 * do_clone: DT_CLONE_GATE), made here from the allowed range (stubs.S,
 	 * dt_clone_gate) without a trap.  The trap path's frame copy is not
 	 * needed: both child and parent resume the program through this
 	 * frame's return, which restores every register from the frame, the
 	 * vector state from the xsave area at rsp, and the flags and the
-	 * stub's `ret` from F and F+8 on the program's stack.  On entry rsp is
+	 * stub's `ret` from F and F+8 on the program's stack.  A fork child has
+	 * a copy of all of it; a vfork child shares it, which the rest of
+	 * this comment is about (the same code serves both).  On entry rsp is
 	 * that area (just restored: the vector state is the program's), rbx
 	 * rbp(frame) r12-r15 as the C code left them (the program's; rbp the
 	 * frame's).  The child shares all our memory and runs while we are
@@ -312,7 +311,8 @@ dt_trampoline_entry:
 	 * handler runs between the gate's syscall and the hooks: the child is
 	 * moved off this CPU (dt_child_placement) before any program code,
 	 * handler or not, runs in it, and the parent puts the thread's state
-	 * back (dt_vfork_parent_resumed) before any handler sees it.  The
+	 * back (dt_gate_done: do_clone's work after the call, lifecycle.c)
+	 * before any handler sees it.  The
 	 * parent is suspended meanwhile in the kernel's vfork wait, which
 	 * delivers no signal either (it is killable only). */
 .Lgate:
@@ -327,15 +327,15 @@ dt_trampoline_entry:
 	movl $SIG_SETMASK, %esi
 	movl $8, %r8d
 	call sys_call6                  /* (the 6th argument, from the stack: unused) */
-	/* The program's registers for the call, as at the site (vfork reads
-	 * none, but the child gets them all, rax 0, as natively) */
+	/* The program's registers for the call, as at the site (the child
+	 * gets them all, rax 0, as natively) */
 	movq -48(%rbp), %rdi
 	movq -40(%rbp), %rsi
 	movq -32(%rbp), %rdx
 	movq -24(%rbp), %r10
 	movq -16(%rbp), %r8
 	movq -8(%rbp), %r9
-	movq -56(%rbp), %rax            /* nr: vfork */
+	movq -56(%rbp), %rax            /* nr: vfork, fork or clone */
 	/* jumped to and back, never called: a return address pushed here
 	 * would be overwritten by the child's calls before the parent read it */
 	jmp dt_clone_gate
@@ -344,16 +344,20 @@ dt_trampoline_entry:
 dt_clone_gate_back:
 	testq %rax, %rax
 	jz .Lgate_child
-	/* The parent (or vfork failed, no child): the child has exec'd or
-	 * exited, the program's stack is ours again.  Nothing above our rsp
+	/* The parent (or the call failed, no child): a vfork child has
+	 * exec'd or exited, the program's stack is ours again.  Nothing above our rsp
 	 * was written by it; the vector state and every register but rax
 	 * rcx r11 are as the kernel kept them across the call. */
 	movq %rax, -72(%rbp)            /* the child's pid, or -errno */
 	movq 8(%rbp), %rcx              /* F */
 	popq 8(%rcx)                    /* the stub's `ret` back */
 	popq (%rcx)                     /* the flags back; rsp = the area */
-	xorl %edi, %edi                 /* no frame copy to leave through */
-	call *sys_on_vfork_parent(%rip) /* threads.c: dt_vfork_parent_resumed */
+	movq -56(%rbp), %rdi            /* nr */
+	movq %rax, %rsi
+	call dt_gate_done               /* lifecycle.c */
+	movq dt_self@gottpoff(%rip), %rdx
+	movq %fs:(%rdx), %rdx
+	leaq T_GATE_MASK(%rdx), %rdx    /* the mask as it was */
 	call .Lgate_unblock
 	movl $-1, %eax                  /* the C calls above use general registers */
 	movl $-1, %edx                  /* only (-mgeneral-regs-only); restored all */
@@ -361,14 +365,19 @@ dt_clone_gate_back:
 	movq $0, -64(%rbp)
 	jmp .Lrestore
 .Lgate_child:
-	/* The child: on its way to the program through this frame, which the
-	 * parent will need again: only reads above rsp.  Its hook (threads.c,
-	 * dt_child_placement: off the detached CPU, the vfork child's mark,
-	 * the scheduling settings it inherits) runs below the copies; no
-	 * filters to inherit (do_clone sends a thread with some to the trap
-	 * path). */
-	xorl %edi, %edi
-	call *sys_on_clone_child(%rip)
+	/* The child: on its way to the program through this frame, which a
+	 * vfork parent will need again: only reads above rsp.  Its hook
+	 * (dt_gate_done: a vfork child's dt_child_placement, off the detached
+	 * CPU, the vfork child's mark, the scheduling settings it inherits; a
+	 * fork child's dt_fork_child) runs below the copies; no filters to
+	 * inherit (do_clone sends a thread with some to the trap path).  It
+	 * returns the mask the child runs the program with: a fork child's is
+	 * the one its program believes in (kept_open), as on the trap path. */
+	movq -56(%rbp), %rdi            /* nr */
+	xorl %esi, %esi
+	call dt_gate_done               /* lifecycle.c; rax: the child's mask */
+	movq 8(%rbp), %rcx
+	movq %rax, -64(%rcx)            /* below F and the pushes below (dead for the parent) */
 	leaq 16(%rsp), %rsp             /* the area; the copies are the parent's */
 	movl $-1, %eax
 	movl $-1, %edx
@@ -402,7 +411,8 @@ dt_clone_gate_back:
 	.cfi_adjust_cfa_offset 8
 	pushq %r9
 	.cfi_adjust_cfa_offset 8
-	call .Lgate_unblock             /* dt_self: the parent's, shared (no new TLS) */
+	leaq -16(%rsp), %rdx            /* F-64: the mask (a fork child has no dt_self now) */
+	call .Lgate_unblock
 	popq %r9
 	.cfi_adjust_cfa_offset -8
 	popq %r8
@@ -419,12 +429,9 @@ dt_clone_gate_back:
 	jmp .Lreturn_at_f
 	.cfi_restore_state
 
-	/* rt_sigprocmask(SIG_SETMASK, &t->gate_mask, NULL): the mask the gate
-	 * blocked over, back; clobbers what sys_call6 does */
+	/* rt_sigprocmask(SIG_SETMASK, rdx, NULL): the mask at rdx back;
+	 * clobbers what sys_call6 does */
 .Lgate_unblock:
-	movq dt_self@gottpoff(%rip), %rdx
-	movq %fs:(%rdx), %rdx
-	leaq T_GATE_MASK(%rdx), %rdx
 	movl $NR_rt_sigprocmask, %edi
 	movl $SIG_SETMASK, %esi
 	xorl %ecx, %ecx
@@ -446,15 +453,20 @@ dt_clone_gate_back:
 	ret
 
 	/* Not a detached thread (the stub is checked): the call itself, from
-	 * the range Syscall User Dispatch lets through.  rsp = F.  A vfork
-	 * goes to the site's kept `syscall` instead (never armed here: it
-	 * runs natively), as it always did: made here, the parent would
-	 * return through our `ret` at F+8, where the child may have
-	 * written by then. */
+	 * the range Syscall User Dispatch lets through.  rsp = F.  vfork,
+	 * clone and fork go to the site's kept `syscall` instead (never armed
+	 * here: it runs natively), as they always did: made here, a vfork
+	 * parent would return through our `ret` at F+8, where the child may
+	 * have written by then, and a child on another stack would return
+	 * there with a wrong rsp. */
 .Lnot_detached:
 	.cfi_def_cfa %rsp, RED_ZONE + 16
 	.cfi_same_value %rbp
 	cmpl $NR_vfork, %eax
+	je .Lto_site
+	cmpl $NR_clone, %eax            /* the same for a child that shares memory */
+	je .Lto_site
+	cmpl $NR_fork, %eax             /* and a fork, as before */
 	je .Lto_site
 .Lnative:
 	popfq                           /* rsp -> return address */

@@ -17,11 +17,17 @@
  * (si_syscall=__NR_clone), each child runs off the detached CPU (its
  * status), and parent and child find the callee-saved registers as set
  * before the call (fork() is a C function: the red zone and xmm are not
- * kept natively).  The same role exits 0 natively and in sud mode.
+ * kept natively).  And for clone3: of LOOPS / 4 pthread_create and as
+ * many posix_spawn (of `self cpu`) the kernel delivers SIGSYS for the
+ * first clone3 only, and each thread (the kernel's getcpu) and spawned
+ * image (its status) runs off the detached CPU.  The same role exits 0
+ * natively and in sud mode.
  * Timeout: 120 */
 #include "helpers/t_detach.h"
 
+#include <pthread.h>
 #include <sched.h>
+#include <spawn.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/time.h>
@@ -137,6 +143,19 @@ static __attribute__((noinline)) pid_t vfork_exec(const char *self)
 	return pid;
 }
 
+/* A thread's body: its CPU (the kernel's) into *arg, and a callee-saved
+ * check of its own start is glibc's (start_thread): nothing to check but
+ * that it runs and where */
+static void *thread_cpu(void *arg)
+{
+	unsigned c = 0;
+
+	*(volatile int *)arg = syscall(SYS_getcpu, &c, NULL, NULL) == 0 ? (int)c : -1;
+	return (void *)0x5a;
+}
+
+extern char **environ;
+
 /* The role, run natively, in sud mode and in rewrite mode: LOOPS
  * vfork+_exit (through vfork_regs) and LOOPS vfork+execve of `self cpu`,
  * under a 100 us ITIMER_REAL.  check_cpu: the caller is detached, every
@@ -190,13 +209,31 @@ static int vfork_role(const char *self, bool check_cpu)
 			bad_fork++;
 	}
 	check_red_zone = 1;
+	/* clone3: pthread_create (a thread on its own stack and TLS) and
+	 * posix_spawn (a vfork child on its own stack) */
+	int bad_clone3 = 0;
+	for (int i = 0; i < LOOPS / 4; i++) {
+		volatile int tcpu = -1;
+		pthread_t th;
+		void *ret = NULL;
+		if (pthread_create(&th, NULL, thread_cpu, (void *)&tcpu) != 0 || pthread_join(th, &ret) != 0 ||
+		    ret != (void *)0x5a || tcpu < 0 || (check_cpu && tcpu == mine))
+			bad_clone3++;
+		pid_t pid;
+		char *args[] = { (char *)self, (char *)"cpu", NULL };
+		int st = posix_spawn(&pid, self, NULL, NULL, args, environ) == 0 ? status_of(pid) : -1;
+		if (st < 0 || st >= 255 || (check_cpu && st == mine))
+			bad_clone3++;
+	}
+	printf("clone3: %d pthread_create and posix_spawn: %d wrong\n", LOOPS / 4, bad_clone3);
 	printf("fork: %d loops: %d wrong (registers, or a child on this CPU)\n", LOOPS / 4, bad_fork);
 	setitimer(ITIMER_REAL, &(struct itimerval){ { 0, 0 }, { 0, 0 } }, NULL);
 	printf("vfork: CPU %d, %d loops: registers or stack wrong in %d parents, %d children; %d children "
 	       "on this CPU (or lost), %d exec'd children on it (or failed); %ld SIGALRM handled\n", mine, LOOPS,
 	       bad_parent, bad_child, same_cpu, bad_exec, atomic_load(&ticks));
 	return (bad_parent ? 1 : 0) | (bad_child ? 2 : 0) | (same_cpu ? 4 : 0) | (bad_exec ? 8 : 0) |
-	       (!getenv("T_NO_TIMER") && atomic_load(&ticks) < 10 ? 16 : 0) | (bad_fork ? 32 : 0);
+	       (!getenv("T_NO_TIMER") && atomic_load(&ticks) < 10 ? 16 : 0) | (bad_fork ? 32 : 0) |
+	       (bad_clone3 ? 64 : 0);
 }
 
 static int run_status(const char *cmd)
@@ -210,7 +247,7 @@ int main(int argc, char **argv)
 {
 	char self[4096], cmd[8192], trace[128], stats[128], line[1024];
 	const char *bin = getenv("DETACH_BIN");
-	int st, vfork_traps = 0, fork_traps = 0;
+	int st, vfork_traps = 0, fork_traps = 0, clone3_traps = 0;
 
 	if (argc > 1 && !strcmp(argv[1], "cpu"))
 		return sched_getcpu();
@@ -238,7 +275,8 @@ int main(int argc, char **argv)
 	t_check(t_stats_has(stats, "\"mode\": \"rewrite\""), "the default mode was not rewrite");
 	long long traps = t_stats_value(stats, "traps");
 	printf("the default mode, under the timer: %lld traps in all (statistics)\n", traps);
-	t_check(traps >= 0 && traps < 100, "%lld traps for %d vfork and %d fork calls", traps, 3 * LOOPS, LOOPS / 2);
+	t_check(traps >= 0 && traps < 100, "%lld traps for %d vfork, %d fork and %d clone3 calls", traps, 3 * LOOPS, LOOPS / 2,
+		LOOPS / 2);
 	unlink(stats);
 
 	/* and under strace, for the kernel's count of SIGSYS: without the
@@ -256,6 +294,8 @@ int main(int argc, char **argv)
 			vfork_traps++;
 		else if (strstr(line, "SYS_USER_DISPATCH") && strstr(line, "si_syscall=__NR_clone,"))
 			fork_traps++;
+		else if (strstr(line, "SYS_USER_DISPATCH") && strstr(line, "si_syscall=__NR_clone3"))
+			clone3_traps++;
 	if (f)
 		fclose(f);
 	printf("the default mode: the kernel delivered SIGSYS for %d of %d vfork calls\n", vfork_traps,
@@ -264,6 +304,9 @@ int main(int argc, char **argv)
 	printf("the default mode: the kernel delivered SIGSYS for %d of %d fork (clone) calls\n", fork_traps,
 	       LOOPS / 2);
 	t_check(fork_traps == 1, "%d fork calls trapped, want 1 (the site's patch)", fork_traps);
+	printf("the default mode: the kernel delivered SIGSYS for %d of %d clone3 calls\n", clone3_traps,
+	       LOOPS / 2);
+	t_check(clone3_traps == 1, "%d clone3 calls trapped, want 1 (the site's patch)", clone3_traps);
 	unlink(stats);
 	unlink(trace);
 	return t_done();

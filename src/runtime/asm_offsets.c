@@ -71,6 +71,8 @@ void asm_offsets(void)
 		       FIELD_SIZE(struct dt_thread, app_ss_lo) == 8 && FIELD_SIZE(struct dt_thread, app_ss_hi) == 8,
 		       "trampoline.S: cmpq, movq");
 	DEFINE(T_GATE_MASK, offsetof(struct dt_thread, gate_mask));
+	DEFINE(T_GATE_TOP, offsetof(struct dt_thread, gate_top));
+	DEFINE(GATE_PACKET, GATE_PACKET);
 	DEFINE(SIG_SETMASK, SIG_SETMASK);       /* the clone gate's rt_sigprocmask */
 	DEFINE(T_OBSERVED, offsetof(struct dt_thread, observed));
 	_Static_assert(FIELD_SIZE(struct dt_thread, observed) == 1, "trampoline.S: cmpb");

@@ -75,6 +75,11 @@ typedef long call_fn(struct dt_thread *t, long nr, long *a, ucontext_t *uc);
  * gate" (trampoline.S), the trampoline's own way for a detached thread's
  * vfork at a rewritten site.  Never returned when uc is there. */
 #define DT_CLONE_GATE ((long)0x8000000000000001ull)
+/* A clone3 child's packet below its stack top (trampoline.S, .Lgate): the
+ * fixed part; the xsave area goes below it.  A stack smaller than this and
+ * the area and GATE_STACK_MIN takes the trap path. */
+#define GATE_PACKET 320
+#define GATE_STACK_MIN 16384
 
 static inline void count(struct dt_thread *t, long nr, volatile uint64_t *kind)
 {

@@ -131,6 +131,30 @@ static bool gate_forks(long nr, const long *a)
 	return nr == SYS_fork || (nr == SYS_clone && !((unsigned long)a[0] & shared) && !a[1]);
 }
 
+/* A clone3 of a thread (CLONE_VM | CLONE_SETTLS: pthread_create) or of a
+ * vfork child on a stack of its own (CLONE_VM | CLONE_VFORK: posix_spawn),
+ * whose clone_args the gate can read and whose stack holds the packet
+ * (trampoline.S): its flags and its stack top.  Anything else
+ * (CLONE_VM alone: warn_tls_shared's case; no stack; a short or unreadable
+ * clone_args, for the kernel to judge) takes the trap path. */
+extern uint64_t dt_xsave_size DT_HIDDEN;      /* rewrite.c */
+
+static bool gate_thread(long nr, const long *a, uint64_t *flags, uintptr_t *top)
+{
+	struct clone_args ca;
+
+	if (nr != SYS_clone3 || (unsigned long)a[1] < 64 || copy_from_user(&ca, (const void *)a[0], 64))
+		return false;
+	if (!ca.stack || ca.stack_size < GATE_PACKET + dt_xsave_size + 64 + GATE_STACK_MIN)
+		return false;
+	if (!(ca.flags & CLONE_VM) || !(ca.flags & (CLONE_SETTLS | CLONE_VFORK)) ||
+	    (ca.flags & CLONE_SETTLS && ca.flags & CLONE_VFORK))
+		return false;
+	*flags = ca.flags;
+	*top = (uintptr_t)(ca.stack + ca.stack_size);
+	return !(*top & 15);
+}
+
 long do_clone(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
 	unsigned long flags;
@@ -139,20 +163,33 @@ long do_clone(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	long ret;
 
 	if (!uc) {
-		/* Rewrite mode, no frame.  A vfork or a fork (gate_forks)
-		 * runs in the clone gate (trampoline.S), which needs none: the
-		 * child resumes the program through the trampoline's own
-		 * return, as the parent does.  Not for a watched thread (its calls run on itself,
+		/* Rewrite mode, no frame.  A vfork, a fork (gate_forks) or
+		 * a clone3 of a thread (gate_thread) runs in the clone gate
+		 * (trampoline.S), which needs none: the child resumes the
+		 * program through the trampoline's own return, as the parent
+		 * does.  Not for a watched thread (its calls run on itself,
 		 * natively: the trap path, as before) nor under the program's
 		 * seccomp filters (the child inherits them in the kernel from
 		 * the trap path's frame copy, lifecycle's one place for it).
-		 * Every other clone needs the trap's frame: a child on another
-		 * stack, a new TLS, shared memory without CLONE_VFORK. */
-		if ((nr == SYS_vfork || gate_forks(nr, a)) && !t->observed && !t->filters) {
-			count(t, nr, &t->stats->local);
-			return DT_CLONE_GATE;
-		}
-		return DT_NEED_TRAP;
+		 * Every other clone needs the trap's frame: a stack too small
+		 * for the packet, shared memory without CLONE_VFORK or a TLS. */
+		uint64_t all = ~0ull, gflags = 0;
+		uintptr_t top = 0;
+		if (t->observed || t->filters)
+			return DT_NEED_TRAP;
+		if (nr == SYS_vfork)
+			gflags = CLONE_VM | CLONE_VFORK;
+		else if (!gate_forks(nr, a) && !gate_thread(nr, a, &gflags, &top))
+			return DT_NEED_TRAP;
+		/* Every signal blocked from here until each side's hook has run
+		 * (trampoline.S puts the mask back): before the gate's word in
+		 * t is written, so that a handler's own clone through the gate,
+		 * which would overwrite it, runs before or not at all. */
+		sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &all, &t->gate_mask, 8);
+		t->gate_flags = gflags;
+		t->gate_top = top;
+		count(t, nr, &t->stats->local);
+		return DT_CLONE_GATE;
 	}
 
 	switch (nr) {
@@ -213,14 +250,15 @@ long do_clone(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
  * dt_child_placement, as the trap path's does in sys_clone_resume. */
 uint64_t dt_gate_done(long nr, long ret)
 {
+	(void)nr;                       /* t->gate_flags says what it was */
 	struct dt_thread *t = dt_self;
 	uint64_t mask = t->gate_mask;
 
-	if (nr == SYS_vfork && ret == 0) {
+	if (ret == 0 && (t->gate_flags & CLONE_VM)) {
 		dt_child_placement(NULL);
 		return mask;
 	}
-	clone_done(t, nr == SYS_vfork ? CLONE_VM | CLONE_VFORK : 0, ret, &mask);
+	clone_done(t, t->gate_flags, ret, &mask);
 	return mask;
 }
 

@@ -41,14 +41,15 @@
  *
  * The trampoline sends the calls it cannot return from to ret+20, that is
  * to the kept `syscall` with the program's own rsp: rt_sigreturn (its frame
- * is at rsp), clone3 (a child on another stack would resume at `ret` with
- * a wrong rsp), vfork, fork and clone on a thread not detached, and on a
- * detached thread every call that needs a signal frame (a clone of a
- * thread, of shared memory).  Sites whose number is known to be
- * rt_sigreturn or clone3 are not patched at all.  A detached thread's vfork
- * or fork (fork, or clone without shared memory, stack or TLS: glibc's
- * _Fork) runs in the trampoline's clone gate (trampoline.S), whose child
- * and parent both return through the stub.
+ * is at rsp), the clone family on a thread not detached (a child on
+ * another stack would resume at `ret` with a wrong rsp), and on a detached
+ * thread every call that needs a signal frame (a clone the gate does not
+ * make).  Sites whose number is known to be rt_sigreturn are not patched
+ * at all.  A detached thread's vfork, fork (fork, or clone without shared
+ * memory, stack or TLS: glibc's _Fork) and clone3 of a thread or of a
+ * vfork child on its own stack (pthread_create, posix_spawn) run in the
+ * trampoline's clone gate (trampoline.S), whose children and parent all
+ * return through the stub.
  *
  * Five bytes change under other threads that may be running them, so they
  * change as the kernel changes its own live text (text_poke_bp): int3 on
@@ -63,7 +64,7 @@
  * What is never rewritten (the site keeps trapping, which always works, and
  * is counted): the vDSO; a site whose code cannot be read; a site with no
  * window, hop nor forward window; a site whose stub cannot be mapped
- * within +-2 GiB of it; rt_sigreturn and clone3; and everything
+ * within +-2 GiB of it; rt_sigreturn; and everything
  * on a kernel without membarrier SYNC_CORE (Linux < 4.16), where five bytes
  * cannot change safely under other threads.
  */
@@ -295,6 +296,13 @@ int rewrite_init(void)
 	vdso_range();
 	for (long nr = 0; nr < DT_NR_SYSCALLS; nr++)
 		dt_general_only[nr] = dispatch_general_only(nr);
+	/* The clone gate lies on the trampoline's vector-saving path only,
+	 * and do_clone has blocked every signal when it asks for it: the
+	 * clone family never takes the other (where a request for the gate
+	 * would become a trap with SIGSYS blocked).  dispatch_general_only
+	 * says no for them already; this makes it the gate's rule too. */
+	dt_general_only[SYS_vfork] = dt_general_only[SYS_fork] = 0;
+	dt_general_only[SYS_clone] = dt_general_only[SYS_clone3] = 0;
 	unsigned long shstk = 0;        /* EINVAL: a kernel without user shadow stacks */
 	rehearse_returns = sys_call2(SYS_arch_prctl, ARCH_SHSTK_STATUS, &shstk) < 0 || !(shstk & ARCH_SHSTK_SHSTK);
 	dt_rewrite_on = true;
@@ -789,12 +797,13 @@ static bool window_agrees(const struct window *w, const greg_t *g)
 	return true;
 }
 
-/* The calls the trampoline cannot return from (see above).  vfork, fork
- * and clone are not: the trampoline runs a vfork or a fork in its clone
- * gate (trampoline.S), and sends any other clone to the trap path. */
+/* The calls the trampoline cannot return from (see above).  The clone
+ * family is not: the trampoline runs a vfork, a fork or a clone3 of a
+ * thread in its clone gate (trampoline.S), and sends any other clone to
+ * the trap path. */
 static bool never_patched(long nr)
 {
-	return nr == SYS_rt_sigreturn || nr == SYS_clone3;
+	return nr == SYS_rt_sigreturn;
 }
 
 /* Why a site cannot be rewritten, NULL if it can (w: its window): decided
@@ -837,7 +846,7 @@ static const char *refusal(uintptr_t site, const greg_t *g, struct window *w, ui
 	if (branch_into(w, site))
 		return "a branch may land inside the window";
 	if (w->nr >= 0 && never_patched(w->nr))
-		return "rt_sigreturn or clone3";
+		return "rt_sigreturn";
 	*kind = w->ninsn == 1 && w->len == 5 && w->bytes[0] == 0xb8 ? SITE_EXACT : SITE_WINDOW;
 	return NULL;
 }

@@ -160,6 +160,10 @@ struct dt_thread {
 	 * site) blocked every signal over, put back by the parent when it
 	 * resumes and by the child before it runs the program */
 	uint64_t gate_mask;
+	/* the gate's call: its clone flags (for clone_done), and for clone3
+	 * the child's stack top, where its packet goes (trampoline.S) */
+	uint64_t gate_flags;
+	uintptr_t gate_top;
 	/* vfork on the shared stack: the frame both child and parent resume from */
 	_Alignas(64) char frame[16384];
 };

@@ -22,14 +22,15 @@
  *
  * Calls that cannot return through the stub go to the site's own `syscall`,
  * which rewrite.c keeps, with the program's rsp (the stub's ret+RET_TO_SITE jumps
- * there): rt_sigreturn (its frame is at the caller's rsp), clone3 (a
- * child on another stack would resume in the stub with a wrong rsp),
- * vfork, fork and clone on a thread not detached (.Lnot_detached), and on
- * a detached thread every call the dispatch says needs a signal frame (a
- * clone of a thread, or of shared memory).  A detached thread's vfork or
- * fork runs here, in the clone gate (.Lgate).  There a detached thread traps, and the trap
+ * there): rt_sigreturn (its frame is at the caller's rsp), the clone
+ * family on a thread not detached (.Lnot_detached: a child on another
+ * stack would resume in the stub with a wrong rsp), and on a detached
+ * thread every call the dispatch says needs a signal frame (a clone the
+ * gate does not make).  There a detached thread traps, and the trap
  * handler (intercept.c), which has a signal frame to work with, does what
- * it does in sud mode; any other thread makes the call natively.
+ * it does in sud mode; any other thread makes the call natively.  A
+ * detached thread's vfork, fork and clone3 of a thread run here, in the
+ * clone gate (.Lgate).
  */
 #include "gen/runtime/asm_offsets.h"   /* asm_offsets.c: NR_*, T_*, W_*, REWRITE_*, ... */
 #define F_REST (-72 - W_SIZE)           /* the frame's wait record, from rbp */
@@ -94,8 +95,6 @@ dt_trampoline_entry:
 5:	popq %rdx
 	.cfi_def_cfa_offset RED_ZONE + 16
 	cmpl $NR_rt_sigreturn, %eax
-	je .Lto_site
-	cmpl $NR_clone3, %eax
 	je .Lto_site
 
 	/* Which thread?  Not detached nor watched (other threads, proxies,
@@ -257,7 +256,7 @@ dt_trampoline_entry:
 	movl $-1, %eax
 	movl $-1, %edx
 	xrstor (%rsp)
-	cmpq $3, -64(%rbp)              /* a vfork or fork for the clone gate (below) */
+	cmpq $3, -64(%rbp)              /* a clone for the clone gate (below) */
 	je .Lgate
 	jmp .Lrestore
 
@@ -282,8 +281,9 @@ dt_trampoline_entry:
 	jmp *%r11
 	.cfi_restore_state
 
-	/* The clone gate: a detached thread's vfork or fork (lifecycle.c,
-	 * do_clone: DT_CLONE_GATE), made here from the allowed range (stubs.S,
+	/* The clone gate: a detached thread's vfork, fork or clone3 of a
+	 * thread (lifecycle.c, do_clone: DT_CLONE_GATE; a clone3 child's way
+	 * is below, .Lgate_thread_child), made here from the allowed range (stubs.S,
 	 * dt_clone_gate) without a trap.  The trap path's frame copy is not
 	 * needed: both child and parent resume the program through this
 	 * frame's return, which restores every register from the frame, the
@@ -307,7 +307,8 @@ dt_trampoline_entry:
 	 *     record (dt_child_placement), as on the trap path, so that its
 	 *     calls at rewritten sites run natively (the entry above).
 	 * Signals: all blocked from before the syscall until each side's
-	 * hook has run (the mask as it was kept in t->gate_mask), so that no
+	 * hook has run (by do_clone, which keeps the mask as it was in
+	 * t->gate_mask), so that no
 	 * handler runs between the gate's syscall and the hooks: the child is
 	 * moved off this CPU (dt_child_placement) before any program code,
 	 * handler or not, runs in it, and the parent puts the thread's state
@@ -319,14 +320,50 @@ dt_trampoline_entry:
 	movq 8(%rbp), %rcx              /* F */
 	pushq (%rcx)                    /* the flags, kept above the syscall's rsp */
 	pushq 8(%rcx)                   /* the stub's `ret`, too; rsp stays 16-aligned */
+	/* every signal is blocked already (do_clone: the mask as it was in
+	 * t->gate_mask, for both sides) */
+	cmpl $NR_clone3, -56(%rbp)
+	jne 1f
+	/* clone3: the child starts on its own stack, beside us, and we
+	 * return through this frame and reuse it at once: it gets a packet
+	 * below its stack top (do_clone: t->gate_top) with all it needs,
+	 * laid out so that its way back is the one below (.Lgate_child_f):
+	 *   top-136  the stub's `ret`   } F' = top-144: its `ret` leaves rsp
+	 *   top-144  the flags          } top-128, the stub's lea makes it top
+	 *   top-208  the mask (F'-64)
+	 *   top-264  the program's rbp, then the arguments at top-256..-216
+	 *   X        the xsave area: (top - GATE_PACKET - size) & -64 */
 	movq dt_self@gottpoff(%rip), %rcx
 	movq %fs:(%rcx), %rcx
-	leaq T_GATE_MASK(%rcx), %rcx    /* the mask as it is, for both sides */
-	leaq .Lall_signals(%rip), %rdx
-	movl $NR_rt_sigprocmask, %edi
-	movl $SIG_SETMASK, %esi
-	movl $8, %r8d
-	call sys_call6                  /* (the 6th argument, from the stack: unused) */
+	movq T_GATE_MASK(%rcx), %rdx
+	movq T_GATE_TOP(%rcx), %rcx     /* top */
+	movq %rdx, -208(%rcx)
+	movq 8(%rbp), %rax              /* F */
+	movq (%rax), %rdx
+	movq %rdx, -144(%rcx)
+	movq 8(%rax), %rdx
+	movq %rdx, -136(%rcx)
+	movq (%rbp), %rdx               /* the program's rbp */
+	movq %rdx, -264(%rcx)
+	movq -48(%rbp), %rdx
+	movq %rdx, -256(%rcx)
+	movq -40(%rbp), %rdx
+	movq %rdx, -248(%rcx)
+	movq -32(%rbp), %rdx
+	movq %rdx, -240(%rcx)
+	movq -24(%rbp), %rdx
+	movq %rdx, -232(%rcx)
+	movq -16(%rbp), %rdx
+	movq %rdx, -224(%rcx)
+	movq -8(%rbp), %rdx
+	movq %rdx, -216(%rcx)
+	leaq -GATE_PACKET(%rcx), %rdi
+	subq dt_xsave_size(%rip), %rdi
+	andq $-64, %rdi                 /* X */
+	leaq 16(%rsp), %rsi             /* our area, as xrstor left it */
+	movq dt_xsave_size(%rip), %rcx
+	rep movsb                       /* DF is clear (cld above) */
+1:
 	/* The program's registers for the call, as at the site (the child
 	 * gets them all, rax 0, as natively) */
 	movq -48(%rbp), %rdi
@@ -334,8 +371,12 @@ dt_trampoline_entry:
 	movq -32(%rbp), %rdx
 	movq -24(%rbp), %r10
 	movq -16(%rbp), %r8
-	movq -8(%rbp), %r9
-	movq -56(%rbp), %rax            /* nr: vfork, fork or clone */
+	movq -56(%rbp), %rax            /* nr: vfork, fork, clone or clone3 */
+	/* r9 is no argument of these calls: it carries nr to the child,
+	 * which tells a clone3 child by it without reading our frame (a
+	 * thread's parent returns through it and reuses it at once); each
+	 * side reloads the program's r9 (the frame, the packet) */
+	movq %rax, %r9
 	/* jumped to and back, never called: a return address pushed here
 	 * would be overwritten by the child's calls before the parent read it */
 	jmp dt_clone_gate
@@ -343,7 +384,11 @@ dt_trampoline_entry:
 	.hidden dt_clone_gate_back
 dt_clone_gate_back:
 	testq %rax, %rax
-	jz .Lgate_child
+	jnz 1f
+	cmpl $NR_clone3, %r9d           /* nr (above) */
+	je .Lgate_thread_child
+	jmp .Lgate_child
+1:
 	/* The parent (or the call failed, no child): a vfork child has
 	 * exec'd or exited, the program's stack is ours again.  Nothing above our rsp
 	 * was written by it; the vector state and every register but rax
@@ -394,6 +439,7 @@ dt_clone_gate_back:
 	CFI_AT_F_SLOT
 	popq %rsp                       /* F, on the program's stack */
 	.cfi_def_cfa %rsp, RED_ZONE + 16
+.Lgate_child_f:                         /* rsp = F, its mask at F-64 */
 	/* The mask back, only now: a signal delivered to the child from here
 	 * on makes its frame below F on the program's stack, which the child
 	 * uses anyway (natively, below its rsp), never on ours above, where the
@@ -428,6 +474,38 @@ dt_clone_gate_back:
 	xorl %eax, %eax                 /* vfork's 0 in the child */
 	jmp .Lreturn_at_f
 	.cfi_restore_state
+
+	/* A clone3 child: rsp = its stack top (the kernel's stack +
+	 * stack_size), the packet below it (above); rbp is the parent's frame
+	 * pointer, a frame the parent returns through and reuses at once:
+	 * never read here.  Every signal blocked (the parent's mask). */
+.Lgate_thread_child:
+	movq %rsp, %rcx                 /* top */
+	leaq -GATE_PACKET(%rcx), %r11
+	subq dt_xsave_size(%rip), %r11
+	andq $-64, %r11                 /* X */
+	leaq -64(%r11), %rsp            /* below the packet, 16-aligned */
+	pushq %rcx
+	pushq %rcx                      /* top, twice: 16-aligned */
+	xorl %edi, %edi                 /* no filters (do_clone) */
+	call *sys_on_clone_child(%rip)  /* threads.c: dt_child_placement */
+	popq %rcx
+	popq %rcx
+	leaq -GATE_PACKET(%rcx), %r11
+	subq dt_xsave_size(%rip), %r11
+	andq $-64, %r11
+	movl $-1, %eax
+	movl $-1, %edx
+	xrstor (%r11)                   /* the program's vector state, copied */
+	movq -256(%rcx), %rdi
+	movq -248(%rcx), %rsi
+	movq -240(%rcx), %rdx
+	movq -232(%rcx), %r10
+	movq -224(%rcx), %r8
+	movq -216(%rcx), %r9
+	movq -264(%rcx), %rbp           /* the program's */
+	leaq -144(%rcx), %rsp           /* F' */
+	jmp .Lgate_child_f
 
 	/* rt_sigprocmask(SIG_SETMASK, rdx, NULL): the mask at rdx back;
 	 * clobbers what sys_call6 does */
@@ -468,6 +546,8 @@ dt_clone_gate_back:
 	je .Lto_site
 	cmpl $NR_fork, %eax             /* and a fork, as before */
 	je .Lto_site
+	cmpl $NR_clone3, %eax
+	je .Lto_site
 .Lnative:
 	popfq                           /* rsp -> return address */
 	.cfi_def_cfa_offset RED_ZONE + 8
@@ -481,10 +561,5 @@ dt_clone_gate_back:
 	ud2
 	.cfi_endproc
 	.size dt_trampoline_entry, .-dt_trampoline_entry
-
-	.section .rodata
-	.balign 8
-.Lall_signals:                          /* the clone gate's mask */
-	.quad -1
 
 	.section .note.GNU-stack,"",@progbits

@@ -21,7 +21,10 @@
  * many posix_spawn (of `self cpu`) the kernel delivers SIGSYS for the
  * first clone3 only, and each thread (the kernel's getcpu) and spawned
  * image (its status) runs off the detached CPU.  The same role exits 0
- * natively and in sud mode.
+ * natively and in sud mode.  And a handler on top of a forwarded read (on
+ * the runtime's own stack) makes a vfork and a fork through patched sites
+ * whose children exit with their own status, natively and in both modes
+ * (the clone gate there killed the process with SIGSEGV).
  * Timeout: 120 */
 #include "helpers/t_detach.h"
 
@@ -236,6 +239,65 @@ static int vfork_role(const char *self, bool check_cpu)
 	       (bad_clone3 ? 64 : 0);
 }
 
+/* The role "handler": a handler that runs on top of a forwarded call's
+ * wait (on the runtime's own stack: no SA_ONSTACK) makes a vfork and a
+ * fork.  Their sites are patched first (one of each in the loop before),
+ * so that the handler's calls come through the stub; the runtime sends
+ * them to the trap path (the gate's frame there would lie right below the
+ * handler's, where the vfork child writes).  Each child's status and the
+ * read's byte say whether all went right. */
+static int pipe_fd[2];
+static atomic_int handler_vfork = -1, handler_fork = -1, handler_done;
+
+static void in_read_handler(int sig)
+{
+	(void)sig;
+	pid_t pid = vfork();
+
+	if (pid == 0)
+		_exit(7);
+	handler_vfork = pid > 0 ? status_of(pid) : -1;
+	pid = fork();
+	if (pid == 0)
+		_exit(8);
+	handler_fork = pid > 0 ? status_of(pid) : -1;
+	atomic_store(&handler_done, 1);
+}
+
+static void *signaller(void *arg)
+{
+	pid_t tid = *(pid_t *)arg;
+
+	for (int i = 0; i < 200 && !atomic_load(&handler_done); i++) {
+		usleep(10000);          /* the detached thread is in read() by now */
+		if (i % 20 == 0)
+			syscall(SYS_tgkill, getpid(), tid, SIGUSR1);
+	}
+	return write(pipe_fd[1], "x", 1) == 1 ? NULL : arg;
+}
+
+static int handler_role(void)
+{
+	struct sigaction sa = { .sa_handler = in_read_handler, .sa_flags = SA_RESTART };
+	pid_t tid = (pid_t)syscall(SYS_gettid), pid;
+	pthread_t th;
+	char c = 0;
+
+	for (int i = 0; i < 3; i++) {   /* the sites patched */
+		status_of(vfork_cpu(&(int){ 0 }));
+		if ((pid = fork()) == 0)
+			_exit(0);
+		status_of(pid);
+	}
+	if (pipe(pipe_fd) || sigaction(SIGUSR1, &sa, NULL) || pthread_create(&th, NULL, signaller, &tid))
+		return 90;
+	ssize_t n = read(pipe_fd[0], &c, 1);
+	pthread_join(th, NULL);
+	printf("handler on the runtime's stack: vfork child status %d, fork child status %d, read %zd '%c'\n",
+	       handler_vfork, handler_fork, n, c ? c : '?');
+	return handler_vfork == 7 && handler_fork == 8 && n == 1 && c == 'x' ? 0 : 91;
+}
+
 static int run_status(const char *cmd)
 {
 	int st = system(cmd);
@@ -255,6 +317,8 @@ int main(int argc, char **argv)
 		t_skip("no /proc/self/exe");
 	if (argc > 1 && !strcmp(argv[1], "vfork"))
 		return vfork_role(self, argc > 2);
+	if (argc > 1 && !strcmp(argv[1], "handler"))
+		return handler_role();
 	if (!bin)
 		t_skip("DETACH_BIN is not set: run through tests/run.sh");
 	if (system("strace -V >/dev/null 2>&1") != 0)
@@ -278,6 +342,15 @@ int main(int argc, char **argv)
 	t_check(traps >= 0 && traps < 100, "%lld traps for %d vfork, %d fork and %d clone3 calls", traps, 3 * LOOPS, LOOPS / 2,
 		LOOPS / 2);
 	unlink(stats);
+
+	/* a vfork and a fork in a handler on top of a forwarded read */
+	for (int m = 0; m < 3; m++) {
+		static const char *const how[] = { "", "run -c 1 --mode sud -- ", "run -c 1 -- " };
+		snprintf(cmd, sizeof(cmd), "%s%s%s%s handler", m ? bin : "", m ? " " : "", how[m], self);
+		st = run_status(cmd);
+		t_check(st == 0, "a vfork and a fork in a handler on top of a forwarded read (%s): status %d",
+			m == 0 ? "natively" : m == 1 ? "sud mode" : "the default mode", st);
+	}
 
 	/* and under strace, for the kernel's count of SIGSYS: without the
 	 * timer, since a 100 us timer's signals under ptrace (each a stop of

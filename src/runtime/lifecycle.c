@@ -152,7 +152,15 @@ static bool gate_thread(long nr, const long *a, uint64_t *flags, uintptr_t *top)
 		return false;
 	*flags = ca.flags;
 	*top = (uintptr_t)(ca.stack + ca.stack_size);
-	return !(*top & 15);
+	if (*top < ca.stack || (*top & 15))
+		return false;
+	/* The packet's two ends writable (trampoline.S writes it with plain
+	 * stores, every signal blocked: a fault there would kill the
+	 * process); any other stack goes to the trap path, as before the
+	 * gate (whose frame copy writes there too: frame_copy) */
+	uint64_t zero = 0;
+	return !copy_to_user((void *)((*top - GATE_PACKET - dt_xsave_size) & -64ull), &zero, 8) &&
+	       !copy_to_user((void *)(*top - 8), &zero, 8);
 }
 
 long do_clone(struct dt_thread *t, long nr, long *a, ucontext_t *uc)

@@ -1640,6 +1640,18 @@ long dt_trampoline_dispatch(long nr, long *a, long *retrap, uintptr_t ret, struc
 		*retrap = 1;
 		return 0;
 	}
+	/* So does a clone-family call from a handler that runs on the
+	 * runtime's own stack (on top of a forwarded call's wait): the
+	 * trampoline's frame then lies right below F, and the clone gate's
+	 * vfork child would write there (its mask at F-64, its pushes) and
+	 * run the program over the parent's frame.  Decided here, before
+	 * do_clone blocks every signal for the gate: a trap with SIGSYS
+	 * blocked would kill the process. */
+	if (__builtin_expect(stack_of(t, sp) == 1, 0) &&
+	    (nr == SYS_vfork || nr == SYS_fork || nr == SYS_clone || nr == SYS_clone3)) {
+		*retrap = 1;
+		return 0;
+	}
 	if (__builtin_expect(nr == SYS_nanosleep || nr == SYS_clock_nanosleep, 0))
 		r = dispatch_sleep(t, nr, args, ret, tail, &left_rest, sp);
 	else

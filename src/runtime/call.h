@@ -71,9 +71,10 @@ typedef long call_fn(struct dt_thread *t, long nr, long *a, ucontext_t *uc);
  * trap).  Never returned when uc is there (the trap path, both modes), so
  * never seen by the program. */
 #define DT_NEED_TRAP ((long)0x8000000000000000ull)
-/* The same kind of request, from do_clone: "run this vfork in the clone
- * gate" (trampoline.S), the trampoline's own way for a detached thread's
- * vfork at a rewritten site.  Never returned when uc is there. */
+/* The same kind of request, from do_clone: "run this vfork, fork or
+ * clone3 in the clone gate" (trampoline.S), the trampoline's own way for a
+ * detached thread's clone at a rewritten site.  Never returned when uc is
+ * there. */
 #define DT_CLONE_GATE ((long)0x8000000000000001ull)
 /* A clone3 child's packet below its stack top (trampoline.S, .Lgate): the
  * fixed part; the xsave area goes below it.  A stack smaller than this and

@@ -5,6 +5,7 @@
 #include "runtime/claims.h"
 #include "runtime/cputime.h"
 #include "runtime/env.h"
+#include "runtime/rewrite.h"
 #include "runtime/sandbox.h"
 #include "runtime/sched.h"
 #include "runtime/signals.h"
@@ -137,7 +138,6 @@ static bool gate_forks(long nr, const long *a)
  * (trampoline.S): its flags and its stack top.  Anything else
  * (CLONE_VM alone: warn_tls_shared's case; no stack; a short or unreadable
  * clone_args, for the kernel to judge) takes the trap path. */
-extern uint64_t dt_xsave_size DT_HIDDEN;      /* rewrite.c */
 
 static bool gate_thread(long nr, const long *a, uint64_t *flags, uintptr_t *top)
 {

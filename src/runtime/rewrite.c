@@ -1613,7 +1613,7 @@ static long dispatch_sleep(struct dt_thread *t, long nr, long *args, uintptr_t r
 
 /* *retrap: 1, the call goes to the site's kept `syscall` to trap there;
  * 2, a sleep left its rest in tail, for the trampoline to wait after the C
- * calls have returned (clock.c: timed_sleep); 3, a vfork for the
+ * calls have returned (clock.c: timed_sleep); 3, a clone for the
  * trampoline's clone gate (lifecycle.c, do_clone: DT_CLONE_GATE).  ret:
  * the stub's `ret`, checked by the trampoline.  tail: NULL when the trampoline saved the
  * vector state (the tail's way back restores none). */
@@ -1667,7 +1667,7 @@ long dt_trampoline_dispatch(long nr, long *a, long *retrap, uintptr_t ret, struc
 		*retrap = 1;
 		r = 0;
 	} else if (__builtin_expect(r == DT_CLONE_GATE, 0)) {
-		*retrap = 3;            /* the trampoline runs the vfork itself */
+		*retrap = 3;            /* the trampoline runs the clone itself */
 		r = 0;
 	} else if (left_rest) {
 		*retrap = 2;

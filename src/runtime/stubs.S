@@ -259,10 +259,11 @@ sys_clone_resume:
 	ud2
 	.size sys_clone_resume, .-sys_clone_resume
 
-/* The clone gate's `syscall` (trampoline.S): a detached thread's vfork at
- * a rewritten site, with the program's registers.  Jumped to and back,
- * never called: the child and the parent share the stack, and the child's
- * calls would overwrite a return address before the parent read it. */
+/* The clone gate's `syscall` (trampoline.S): a detached thread's vfork,
+ * fork or clone3 at a rewritten site, with the program's registers.
+ * Jumped to and back, never called: a vfork child and its parent share the
+ * stack, and the child's calls would overwrite a return address before
+ * the parent read it. */
 	.globl dt_clone_gate
 	.hidden dt_clone_gate
 	.type dt_clone_gate,@function

@@ -156,8 +156,8 @@ struct dt_thread {
 	struct dt_thread_stats *stats;
 	char path[4096 + 64];           /* /proc/thread-self rewriting */
 	struct dt_thread_stats own_stats; /* counters until a registry slot is had */
-	/* The signal mask the clone gate (trampoline.S: a vfork at a rewritten
-	 * site) blocked every signal over, put back by the parent when it
+	/* The signal mask the clone gate (trampoline.S: a vfork, fork or
+	 * clone3 at a rewritten site) blocked every signal over, put back by the parent when it
 	 * resumes and by the child before it runs the program */
 	uint64_t gate_mask;
 	/* the gate's call: its clone flags (for clone_done), and for clone3

@@ -80,6 +80,10 @@ typedef long call_fn(struct dt_thread *t, long nr, long *a, ucontext_t *uc);
  * fixed part; the xsave area goes below it.  A stack smaller than this and
  * the area and GATE_STACK_MIN takes the trap path. */
 #define GATE_PACKET 320
+/* The size of an xsave area of the enabled features (64-aligned; set by
+ * rewrite.c at start): what the trampoline saves, and what the clone gate
+ * copies into a clone3 packet */
+extern uint64_t dt_xsave_size DT_HIDDEN;
 #define GATE_STACK_MIN 16384
 
 static inline void count(struct dt_thread *t, long nr, volatile uint64_t *kind)

@@ -5,7 +5,6 @@
 #include "runtime/claims.h"
 #include "runtime/cputime.h"
 #include "runtime/env.h"
-#include "runtime/rewrite.h"
 #include "runtime/sandbox.h"
 #include "runtime/sched.h"
 #include "runtime/signals.h"

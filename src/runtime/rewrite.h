@@ -43,9 +43,6 @@ int rewrite_init(void) DT_HIDDEN;
 /* Before a site is staged with int3: is SIGTRAP's action ours?  (intercept.c's
  * intercept_own_sigtrap, above this file, set at start by init.c) */
 extern bool (*rewrite_own_sigtrap)(void) DT_HIDDEN;
-/* The size of an xsave area of the enabled features (64-aligned): what the
- * trampoline saves, and what the clone gate copies into a clone3 packet */
-extern uint64_t dt_xsave_size DT_HIDDEN;
 /* What a trap at a site found and did (rewrite_site) */
 enum site_trap {
 	TRAP_REWROTE,           /* the site is rewritten now, by this trap */

@@ -59,6 +59,16 @@
 #define CFI_FRAME                                                                 \
 	.cfi_escape 0x0f, 6, 0x76, 0x08, 0x06, 0x23, ULEB2(RED_ZONE + 16);        \
 	.cfi_escape 0x10, 0x06, 2, 0x76, 0x00
+/* The program's first five argument registers from the frame (rbp), where
+ * the entry pushed them (-48 rdi .. -16 r8; r9 at -8 is loaded apart: the
+ * clone gate carries the number in it) */
+#define ARGS_FROM_FRAME                                                           \
+	movq -48(%rbp), %rdi;                                                     \
+	movq -40(%rbp), %rsi;                                                     \
+	movq -32(%rbp), %rdx;                                                     \
+	movq -24(%rbp), %r10;                                                     \
+	movq -16(%rbp), %r8
+
 /* CFA = *rsp + 144: rsp at the slot of F, rbp the program's again */
 #define CFI_AT_F_SLOT                                                             \
 	.cfi_escape 0x0f, 6, 0x77, 0x00, 0x06, 0x23, ULEB2(RED_ZONE + 16);        \
@@ -186,11 +196,7 @@ dt_trampoline_entry:
 	 * two cache lines from r13 that dt_wait_end touches before the
 	 * deadline */
 .Lrestore:
-	movq -48(%rbp), %rdi
-	movq -40(%rbp), %rsi
-	movq -32(%rbp), %rdx
-	movq -24(%rbp), %r10
-	movq -16(%rbp), %r8
+	ARGS_FROM_FRAME
 	movq -8(%rbp), %r9
 	cmpq $0, -64(%rbp)
 	jne .Lretrap_from_frame
@@ -366,11 +372,7 @@ dt_trampoline_entry:
 1:
 	/* The program's registers for the call, as at the site (the child
 	 * gets them all, rax 0, as natively) */
-	movq -48(%rbp), %rdi
-	movq -40(%rbp), %rsi
-	movq -32(%rbp), %rdx
-	movq -24(%rbp), %r10
-	movq -16(%rbp), %r8
+	ARGS_FROM_FRAME
 	movq -56(%rbp), %rax            /* nr: vfork, fork, clone or clone3 */
 	/* r9 is no argument of these calls: it carries nr to the child,
 	 * which tells a clone3 child by it without reading our frame (a
@@ -427,11 +429,7 @@ dt_clone_gate_back:
 	movl $-1, %eax
 	movl $-1, %edx
 	xrstor (%rsp)                   /* the hook may have used vector registers */
-	movq -48(%rbp), %rdi
-	movq -40(%rbp), %rsi
-	movq -32(%rbp), %rdx
-	movq -24(%rbp), %r10
-	movq -16(%rbp), %r8
+	ARGS_FROM_FRAME
 	movq -8(%rbp), %r9
 	.cfi_remember_state
 	movq %rbp, %rsp

@@ -116,7 +116,7 @@ static int status_of(pid_t pid)
 	while (waitpid(pid, &st, 0) < 0)
 		if (errno != EINTR)
 			return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+	return t_exit_code(st);
 }
 
 /* vfork and _exit: the child's CPU into *cpu, the parent's memory.  The
@@ -298,18 +298,11 @@ static int handler_role(void)
 	return handler_vfork == 7 && handler_fork == 8 && n == 1 && c == 'x' ? 0 : 91;
 }
 
-static int run_status(const char *cmd)
-{
-	int st = system(cmd);
-
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-}
-
 int main(int argc, char **argv)
 {
-	char self[4096], cmd[8192], trace[128], stats[128], line[1024];
+	char self[4096], cmd[8192], trace[128], stats[128];
 	const char *bin = getenv("DETACH_BIN");
-	int st, vfork_traps = 0, fork_traps = 0, clone3_traps = 0;
+	int st, vfork_traps, fork_traps, clone3_traps;
 
 	if (argc > 1 && !strcmp(argv[1], "cpu"))
 		return sched_getcpu();
@@ -325,16 +318,16 @@ int main(int argc, char **argv)
 		t_skip("strace is not installed (tools/install-deps.sh)");
 
 	snprintf(cmd, sizeof(cmd), "%s vfork", self);
-	st = run_status(cmd);
+	st = t_run_status(cmd);
 	t_check(st == 0, "natively: status %d", st);
 	snprintf(cmd, sizeof(cmd), "%s run -c 1 --mode sud -- %s vfork detached", bin, self);
-	st = run_status(cmd);
+	st = t_run_status(cmd);
 	t_check(st == 0, "sud mode: status %d", st);
 
 	/* the default mode (rewrite), under the timer's storm */
 	snprintf(stats, sizeof(stats), "/tmp/detach-test-%d-gate.json", getpid());
 	snprintf(cmd, sizeof(cmd), "%s run -c 1 --stats %s -- %s vfork detached", bin, stats, self);
-	st = run_status(cmd);
+	st = t_run_status(cmd);
 	t_check(st == 0, "the default mode: status %d", st);
 	t_check(t_stats_has(stats, "\"mode\": \"rewrite\""), "the default mode was not rewrite");
 	long long traps = t_stats_value(stats, "traps");
@@ -347,7 +340,7 @@ int main(int argc, char **argv)
 	for (int m = 0; m < 3; m++) {
 		static const char *const how[] = { "", "run -c 1 --mode sud -- ", "run -c 1 -- " };
 		snprintf(cmd, sizeof(cmd), "%s%s%s%s handler", m ? bin : "", m ? " " : "", how[m], self);
-		st = run_status(cmd);
+		st = t_run_status(cmd);
 		t_check(st == 0, "a vfork and a fork in a handler on top of a forwarded read (%s): status %d",
 			m == 0 ? "natively" : m == 1 ? "sud mode" : "the default mode", st);
 	}
@@ -359,18 +352,11 @@ int main(int argc, char **argv)
 	snprintf(cmd, sizeof(cmd),
 		 "T_NO_TIMER=1 strace -f --seccomp-bpf -qq -e trace=none -e signal=SIGSYS -o %s %s run -c 1 "
 		 "--stats %s -- %s vfork detached", trace, bin, stats, self);
-	st = run_status(cmd);
+	st = t_run_status(cmd);
 	t_check(st == 0, "the default mode under strace: status %d", st);
-	FILE *f = fopen(trace, "r");
-	while (f && fgets(line, sizeof(line), f))
-		if (strstr(line, "SYS_USER_DISPATCH") && strstr(line, "si_syscall=__NR_vfork"))
-			vfork_traps++;
-		else if (strstr(line, "SYS_USER_DISPATCH") && strstr(line, "si_syscall=__NR_clone,"))
-			fork_traps++;
-		else if (strstr(line, "SYS_USER_DISPATCH") && strstr(line, "si_syscall=__NR_clone3"))
-			clone3_traps++;
-	if (f)
-		fclose(f);
+	vfork_traps = t_strace_sigsys(trace, "si_syscall=__NR_vfork");
+	fork_traps = t_strace_sigsys(trace, "si_syscall=__NR_clone,");
+	clone3_traps = t_strace_sigsys(trace, "si_syscall=__NR_clone3");
 	printf("the default mode: the kernel delivered SIGSYS for %d of %d vfork calls\n", vfork_traps,
 	       3 * LOOPS);
 	t_check(vfork_traps == 1, "%d vfork calls trapped, want 1 (the site's patch)", vfork_traps);

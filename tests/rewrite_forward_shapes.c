@@ -488,24 +488,6 @@ struct run {
 	char stats[128];
 };
 
-/* Runs cmd (stdout read into r->out); its status, or 128 + the signal */
-static int run_cmd(const char *cmd, struct run *r)
-{
-	FILE *p;
-	size_t n = 0;
-	int st;
-
-	fflush(NULL);
-	p = popen(cmd, "r");
-	if (!p)
-		return -1;
-	while (n + 1 < sizeof(r->out) && fgets(r->out + n, (int)(sizeof(r->out) - n), p))
-		n += strlen(r->out + n);
-	r->out[n] = '\0';
-	st = pclose(p);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-}
-
 static void parse_site(struct run *r)
 {
 	char *s = strstr(r->out, "site 0x");
@@ -622,11 +604,11 @@ static void three_ways(const char *self, const char *role, const char *extra, in
 
 	memset(r, 0, sizeof(*r));
 	snprintf(cmd, sizeof(cmd), "%s %s", self, role);
-	r->st = run_cmd(cmd, r);
+	r->st = t_run_output(cmd, r->out, sizeof(r->out));
 	memcpy(r->out_native, r->out, sizeof(r->out));
 	t_check(r->st == want, "%s natively: status %d, want %d", role, r->st, want);
 	snprintf(cmd, sizeof(cmd), "%s run -c 1 --mode sud %s -- %s %s", bin, extra, self, role);
-	r->st = run_cmd(cmd, r);
+	r->st = t_run_output(cmd, r->out, sizeof(r->out));
 	memcpy(r->out_sud, r->out, sizeof(r->out));
 	t_check(r->st == want, "%s in sud mode: status %d, want %d", role, r->st, want);
 
@@ -636,7 +618,7 @@ static void three_ways(const char *self, const char *role, const char *extra, in
 	snprintf(cmd, sizeof(cmd),
 		 "strace -f -i -qq --seccomp-bpf -e trace=membarrier -e signal=SIGSYS,SIGTRAP -o %s %s run -c 1 "
 		 "--stats %s %s -- %s %s", trace, bin, r->stats, extra, self, role);
-	r->st = run_cmd(cmd, r);
+	r->st = t_run_output(cmd, r->out, sizeof(r->out));
 	parse_site(r);
 	parse_trace(trace, r);
 	unlink(trace);

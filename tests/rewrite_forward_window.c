@@ -193,13 +193,6 @@ static long long trapping_total(const char *stats)
 	return n;
 }
 
-static int run_status(const char *cmd)
-{
-	int st = system(cmd);
-
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-}
-
 /* Runs `self ROLE` natively, detached in sud mode, and detached in rewrite
  * mode under strace (its SIGSYS and membarrier calls into trace, --stats
  * into stats); each must exit with want.  Returns the trace, open (NULL if
@@ -211,10 +204,10 @@ static FILE *three_ways(const char *self, const char *role, int want, char *stat
 	int st;
 
 	snprintf(cmd, sizeof(cmd), "%s %s", self, role);
-	st = run_status(cmd);
+	st = t_run_status(cmd);
 	t_check(st == want, "%s natively: status %d", role, st);
 	snprintf(cmd, sizeof(cmd), "%s run -c 1 --mode sud -- %s %s 2>/dev/null", bin, self, role);
-	st = run_status(cmd);
+	st = t_run_status(cmd);
 	t_check(st == want, "%s in sud mode: status %d", role, st);
 
 	snprintf(stats, len, "/tmp/detach-test-%d-%s.json", getpid(), role);
@@ -222,7 +215,7 @@ static FILE *three_ways(const char *self, const char *role, int want, char *stat
 	snprintf(cmd, sizeof(cmd),
 		 "strace -f -qq -e trace=membarrier -e signal=SIGSYS -o %s %s run -c 1 --mode rewrite "
 		 "--stats %s -- %s %s 2>/dev/null", trace, bin, stats, self, role);
-	st = run_status(cmd);
+	st = t_run_status(cmd);
 	t_check(st == want, "%s in rewrite mode: status %d", role, st);
 	return fopen(trace, "r");
 }
@@ -269,7 +262,7 @@ static void guard(const char *self)
 	snprintf(cmd, sizeof(cmd),
 		 "strace -f --seccomp-bpf -qq -e trace=none -e signal=SIGTRAP -o %s %s run -c 1 --mode rewrite "
 		 "--select first -- %s guard", trace, bin, self);
-	st = run_status(cmd);
+	st = t_run_status(cmd);
 	t_check(st == 41, "guard run: status %d (41: the reader got its byte)", st);
 	int3 = t_strace_int3s(trace);
 	printf("guard: the kernel delivered %d SIGTRAP for an int3 (the reader returned into the jump)\n", int3);
@@ -282,23 +275,17 @@ static void guard(const char *self)
 static void retrap(const char *self)
 {
 	const char *bin = getenv("DETACH_BIN");
-	char stats[128], trace[128], cmd[1024], line[1024];
-	int st, sigsys = 0;
-	FILE *f;
+	char stats[128], trace[128], cmd[1024];
+	int st, sigsys;
 
 	snprintf(stats, sizeof(stats), "/tmp/detach-test-%d-retrap.json", getpid());
 	snprintf(trace, sizeof(trace), "/tmp/detach-test-%d-retrap.strace", getpid());
 	snprintf(cmd, sizeof(cmd),
 		 "strace -f -qq -e trace=none -e signal=SIGSYS -o %s %s run -c 1 --mode rewrite --stats %s -- %s retrap "
 		 "2>/dev/null", trace, bin, stats, self);
-	st = run_status(cmd);
+	st = t_run_status(cmd);
 	t_check(st == 0, "retrap run: status %d", st);
-	f = fopen(trace, "r");
-	while (f && fgets(line, sizeof(line), f))
-		if (strstr(line, "SYS_USER_DISPATCH"))
-			sigsys++;
-	if (f)
-		fclose(f);
+	sigsys = t_strace_sigsys(trace, NULL);
 	long long traps = t_stats_value(stats, "traps"), retraps = t_stats_value(stats, "retraps");
 	char buf[1 << 16], key[4200], *p;
 	long long own = -1;

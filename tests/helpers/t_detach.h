@@ -469,6 +469,35 @@ static inline bool t_stats_read(const char *path, char *buf, size_t len)
 	return true;
 }
 
+/* A wait status as a shell tells it: the exit status, or 128 + the signal
+ * that ended the process */
+static inline int t_exit_code(int st)
+{
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+/* Runs cmd with the shell (system()): t_exit_code of its status */
+static inline int t_run_status(const char *cmd)
+{
+	return t_exit_code(system(cmd));
+}
+
+/* Runs cmd with the shell, its stdout read into out (NUL-terminated, cut
+ * at len - 1): t_exit_code of its status, -1 if it could not start */
+static inline int t_run_output(const char *cmd, char *out, size_t len)
+{
+	size_t n = 0;
+	FILE *p;
+
+	fflush(NULL);
+	if (!(p = popen(cmd, "r")))
+		return -1;
+	while (n + 1 < len && fgets(out + n, (int)(len - n), p))
+		n += strlen(out + n);
+	out[n] = '\0';
+	return t_exit_code(pclose(p));
+}
+
 /* The int3s the kernel delivered (SIGTRAP with si_code=SI_KERNEL) in an
  * strace output file written with `-e signal=SIGTRAP`: a thread that met a
  * staged or guarded site (rewrite.c) */
@@ -481,6 +510,23 @@ static inline int t_strace_int3s(const char *trace)
 	while (f && fgets(line, sizeof(line), f))
 		if (strstr(line, "SIGTRAP") && strstr(line, "si_code=SI_KERNEL"))
 			n++;
+	if (f)
+		fclose(f);
+	return n;
+}
+
+/* The SIGSYS of Syscall User Dispatch (SYS_USER_DISPATCH: a trap of the
+ * runtime's) in an strace output file written with `-e signal=SIGSYS`
+ * whose line holds match too (NULL: every one), e.g.
+ * "si_syscall=__NR_vfork" */
+static inline int t_strace_sigsys(const char *trace, const char *match)
+{
+	char line[1024];
+	int n = 0;
+	FILE *f = fopen(trace, "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		n += strstr(line, "SYS_USER_DISPATCH") && (!match || strstr(line, match));
 	if (f)
 		fclose(f);
 	return n;
@@ -580,7 +626,7 @@ static inline int t_run_role(const char *role, bool detached, int limit_s)
 			t_reap_registry();
 		return -2;
 	}
-	return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
+	return t_exit_code(st);
 }
 
 /* t_run_role natively, which must end with native_want, then detached,

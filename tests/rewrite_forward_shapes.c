@@ -534,14 +534,8 @@ static void parse_trace(const char *trace, struct run *r)
 		} else if (strstr(line, "MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE") && !strstr(line, "REGISTER") &&
 			   k < ntids) {
 			r->sync_after++;
-		} else if (strstr(line, "SIGTRAP") && strstr(line, "si_code=SI_KERNEL")) {
-			/* -i: [the address after the int3].  Only the site's
-			 * count: the runtime's proxy runs glibc's sites too
-			 * (proxy.c: nanosleep) and may meet the int3 of one the
-			 * detached thread is rewriting meanwhile */
-			const char *b = strchr(line, '[');
-			uintptr_t ip = b ? strtoul(b + 1, NULL, 16) : 0;
-			r->int3 += r->site && ip - 1 - r->site < 16;
+		} else if (r->site && t_strace_int3_at(line, r->site)) {
+			r->int3++;      /* the site's only, not the proxy's */
 		}
 	}
 	if (f)

@@ -498,21 +498,44 @@ static inline int t_run_output(const char *cmd, char *out, size_t len)
 	return t_exit_code(pclose(p));
 }
 
-/* The int3s the kernel delivered (SIGTRAP with si_code=SI_KERNEL) in an
- * strace output file written with `-e signal=SIGTRAP`: a thread that met a
- * staged or guarded site (rewrite.c) */
-static inline int t_strace_int3s(const char *trace)
+/* Whether a line of strace's output written with `-e signal=SIGTRAP` is an
+ * int3 the kernel delivered (SIGTRAP with si_code=SI_KERNEL): a thread that
+ * met a staged or guarded site (rewrite.c).  site 0: any such int3; else
+ * one met in the 16 bytes from site, by the address strace -i shows (in
+ * brackets, after the tid of -f): the one after the int3.  The runtime's
+ * proxy runs glibc's sites too (proxy.c: nanosleep) and may meet the int3
+ * of one the detached thread is rewriting meanwhile, which is no int3 of
+ * the site's. */
+static inline bool t_strace_int3_at(const char *line, uintptr_t site)
+{
+	const char *b;
+
+	if (!strstr(line, "SIGTRAP") || !strstr(line, "si_code=SI_KERNEL"))
+		return false;
+	if (!site)
+		return true;
+	b = strchr(line, '[');
+	return b && strtoul(b + 1, NULL, 16) - 1 - site < 16;
+}
+
+/* The lines t_strace_int3_at counts in an strace output file */
+static inline int t_strace_int3s_at(const char *trace, uintptr_t site)
 {
 	char line[1024];
 	int n = 0;
 	FILE *f = fopen(trace, "r");
 
 	while (f && fgets(line, sizeof(line), f))
-		if (strstr(line, "SIGTRAP") && strstr(line, "si_code=SI_KERNEL"))
-			n++;
+		n += t_strace_int3_at(line, site);
 	if (f)
 		fclose(f);
 	return n;
+}
+
+/* Every int3 the kernel delivered in an strace output file */
+static inline int t_strace_int3s(const char *trace)
+{
+	return t_strace_int3s_at(trace, 0);
 }
 
 /* The SIGSYS of Syscall User Dispatch (SYS_USER_DISPATCH: a trap of the

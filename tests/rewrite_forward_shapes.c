@@ -165,22 +165,11 @@ __asm__(".text\n"
  * the statistics' sites name them (an unnamed mapping: [anon]) */
 static void say_site(const void *site)
 {
-	char line[512], name[400];
-	unsigned long lo, hi, off, a = (unsigned long)site;
-	int at;
-	FILE *f = fopen("/proc/self/maps", "r");
+	char name[400];
+	unsigned long off;
 
-	while (f && fgets(line, sizeof(line), f)) {
-		at = 0;
-		if (sscanf(line, "%lx-%lx %*s %lx %*s %*s %n", &lo, &hi, &off, &at) < 3 || a < lo || a >= hi)
-			continue;
-		snprintf(name, sizeof(name), "%s", line + at);
-		name[strcspn(name, "\n")] = '\0';
-		printf("site %#lx %#lx %s\n", a, a - lo + off, *name ? name : "[anon]");
-		break;
-	}
-	if (f)
-		fclose(f);
+	if (t_map_of((uintptr_t)site, name, sizeof(name), &off))
+		printf("site %#lx %#lx %s\n", (unsigned long)site, off, name);
 	fflush(stdout);
 }
 
@@ -403,27 +392,6 @@ static void on_sigsys(int sig, siginfo_t *si, void *ctx)
 	uc->uc_mcontext.gregs[REG_RAX] = 1234;  /* the call's result */
 }
 
-/* The mapping that holds a, as say_site names it */
-static void map_of(uintptr_t a, char *out, size_t len)
-{
-	char line[512];
-	unsigned long lo, hi;
-	int at;
-	FILE *f = fopen("/proc/self/maps", "r");
-
-	snprintf(out, len, "none");
-	while (f && fgets(line, sizeof(line), f)) {
-		at = 0;
-		if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %n", &lo, &hi, &at) < 2 || a < lo || a >= hi)
-			continue;
-		line[strcspn(line, "\n")] = '\0';
-		snprintf(out, len, "%s", line[at] ? line + at : "[anon]");
-		break;
-	}
-	if (f)
-		fclose(f);
-}
-
 /* trapip: a thread's exit patches tp_site; then a filter traps
  * exit_group(99) with data 1 when its instruction_pointer is the site's
  * end, 2 elsewhere; the handler's rax (1234) is the call's result.
@@ -460,7 +428,7 @@ static int trapip_role(void)
 	/* the stub the site's jump goes to: its slot holds h_rip */
 	memcpy(&rel, tp_site + 1, 4);
 	uintptr_t stub = patched ? (uintptr_t)tp_site + 5 + (uintptr_t)(intptr_t)rel : 0;
-	map_of(h_rip, map, sizeof(map));
+	t_map_of(h_rip, map, sizeof(map), NULL);
 	printf("trap result %ld si_code %ld si_errno %ld si_syscall %ld si_call_addr %#lx rip %#lx rcx %#lx "
 	       "end %#lx patched %d stub %#lx rip_in_stub %d rip_after_syscall %d rip_map %s\n", r, h_code, h_errno,
 	       h_nr, (unsigned long)h_addr, (unsigned long)h_rip, (unsigned long)h_rcx, (unsigned long)end, patched,

@@ -555,6 +555,34 @@ static inline int t_strace_sigsys(const char *trace, const char *match)
 	return n;
 }
 
+/* The line of /proc/self/maps that holds a: its name, as the statistics'
+ * sites name a mapping (registry.c: an unnamed one "[anon]"), into name,
+ * and a's offset in the mapped file into *off (off may be NULL).  False
+ * (name "none") if no mapping holds a. */
+static inline bool t_map_of(uintptr_t a, char *name, size_t len, unsigned long *off)
+{
+	char line[512];
+	unsigned long lo, hi, o;
+	int at;
+	bool found = false;
+	FILE *f = fopen("/proc/self/maps", "r");
+
+	snprintf(name, len, "none");
+	while (!found && f && fgets(line, sizeof(line), f)) {
+		at = 0;
+		if (sscanf(line, "%lx-%lx %*s %lx %*s %*s %n", &lo, &hi, &o, &at) < 3 || a < lo || a >= hi)
+			continue;
+		line[strcspn(line, "\n")] = '\0';
+		snprintf(name, len, "%s", line[at] ? line + at : "[anon]");
+		if (off)
+			*off = a - lo + o;
+		found = true;
+	}
+	if (f)
+		fclose(f);
+	return found;
+}
+
 /* A number from the statistics JSON of the first thread: "key": N */
 static inline long long t_stats_value(const char *path, const char *key)
 {

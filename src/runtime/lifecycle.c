@@ -45,15 +45,11 @@ long do_exit_group(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	return local_call(t, nr, a);
 }
 
-/* Copies the trap's signal context (ucontext and xsave area) below hi, for
- * a child that resumes the program elsewhere: rax 0, rsp sp.  A new thread
- * starts without an alternate signal stack, as the kernel would give it. */
-static void *frame_copy(ucontext_t *uc, uintptr_t hi, uintptr_t sp, bool new_thread)
+/* The size of the trap's xsave area (512: a bare fxsave image) */
+static uint32_t frame_fpsize(const ucontext_t *uc)
 {
 	const char *fp = (const char *)uc->uc_mcontext.fpregs;
 	uint32_t magic1, fpsize = 512;
-	uintptr_t fp_dst, uc_dst;
-	ucontext_t *c;
 
 	if (fp) {
 		/* struct _fpx_sw_bytes sits at byte 464 of the fxsave image */
@@ -61,6 +57,19 @@ static void *frame_copy(ucontext_t *uc, uintptr_t hi, uintptr_t sp, bool new_thr
 		if (magic1 == 0x46505853u)       /* FP_XSTATE_MAGIC1 */
 			memcpy(&fpsize, fp + 468, 4);   /* extended_size */
 	}
+	return fpsize;
+}
+
+/* Copies the trap's signal context (ucontext and xsave area) below hi, for
+ * a child that resumes the program elsewhere: rax 0, rsp sp.  A new thread
+ * starts without an alternate signal stack, as the kernel would give it. */
+static void *frame_copy(ucontext_t *uc, uintptr_t hi, uintptr_t sp, bool new_thread)
+{
+	const char *fp = (const char *)uc->uc_mcontext.fpregs;
+	uint32_t fpsize = frame_fpsize(uc);
+	uintptr_t fp_dst, uc_dst;
+	ucontext_t *c;
+
 	fp_dst = (hi - fpsize) & ~(uintptr_t)63;          /* xrstor needs 64 */
 	uc_dst = (fp_dst - KERNEL_UCONTEXT_SIZE) & ~(uintptr_t)63;
 	if (fp)
@@ -76,6 +85,39 @@ static void *frame_copy(ucontext_t *uc, uintptr_t hi, uintptr_t sp, bool new_thr
 		c->uc_stack.ss_flags = SS_DISABLE;
 	}
 	return c;
+}
+
+/* The stack dt_child_placement runs on below a child's frame copy
+ * (stubs.S, sys_clone_resume) */
+#define CHILD_PLACEMENT_STACK 4096
+
+/* Whether a child's own stack, top its top and size its size (0: the call
+ * gives none, a clone's), holds what the trap path puts below the top
+ * before the child runs: 256 bytes left alone, the frame copy
+ * (frame_copy: two 64-byte alignments), the word below it (do_clone) and
+ * the child's placement stack.  All of it inside the stack's size, every
+ * page of it writable: one 8-byte word per page read and written back as
+ * it was (the uaccess probe: a bad page gives -EFAULT, no fault in the
+ * handler).  Natively the kernel writes nothing there: an unmapped or
+ * read-only stack is the child's first push's fault, in the child. */
+static bool stack_holds(const ucontext_t *uc, uintptr_t top, size_t size)
+{
+	size_t n = 256 + frame_fpsize(uc) + 64 + KERNEL_UCONTEXT_SIZE + 64 + 8 + CHILD_PLACEMENT_STACK;
+	uintptr_t lo;
+	uint64_t w;
+
+	/* top < size: a top that wraps (the kernel says EINVAL: access_ok) */
+	if (top < n || (size && (size < n || top < size)))
+		return false;
+	lo = top - n;
+	for (uintptr_t p = top - 8;; p -= 4096) {
+		if (p < lo || p > top)
+			p = lo;
+		if (copy_from_user(&w, (const void *)p, 8) || copy_to_user((void *)p, &w, 8))
+			return false;
+		if (p == lo)
+			return true;
+	}
 }
 
 /* A child that shares memory but not a TLS of its own (clone(CLONE_VM)
@@ -156,7 +198,8 @@ static bool gate_thread(long nr, const long *a, uint64_t *flags, uintptr_t *top)
 	/* The packet's two ends writable (trampoline.S writes it with plain
 	 * stores, every signal blocked: a fault there would kill the
 	 * process); any other stack goes to the trap path, as before the
-	 * gate (whose frame copy writes there too: frame_copy) */
+	 * gate (whose frame copy goes there only if the stack holds it:
+	 * stack_holds) */
 	uint64_t zero = 0;
 	return !copy_to_user((void *)((*top - GATE_PACKET - dt_xsave_size) & -64ull), &zero, 8) &&
 	       !copy_to_user((void *)(*top - 8), &zero, 8);
@@ -166,6 +209,7 @@ long do_clone(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 {
 	unsigned long flags;
 	uintptr_t stack = 0;
+	size_t stack_size = 0;          /* 0: the call gives none */
 	void *child_uc = NULL, *parent_uc = NULL;
 	long ret;
 
@@ -224,15 +268,40 @@ long do_clone(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 		if (!ca.stack != !ca.stack_size)
 			return local_call(t, nr, a);
 		flags = ca.flags;
-		if (ca.stack)
+		if (ca.stack) {
 			stack = (uintptr_t)(ca.stack + ca.stack_size);
+			stack_size = ca.stack_size;
+		}
 		break;
 	}
 	}
 	if (stack) {
 		/* A stack of its own: the frame goes just below its top, memory the
-		 * child has not used yet. */
-		child_uc = frame_copy(uc, stack - 256, stack, (flags & (CLONE_VM | CLONE_VFORK)) == CLONE_VM);
+		 * child has not used yet, if the stack holds it.  If not
+		 * (unmapped, read-only, too small, outside user space) nothing
+		 * is written there: the frame goes to our buffer, and the child,
+		 * rsp at the top it was given, leaves through it into the
+		 * program, whose first push faults in the child as natively (or
+		 * the kernel refuses the call).  The buffer is the child's until
+		 * its rt_sigreturn: a copy of it without CLONE_VM, a vfork's
+		 * parent waits; a thread's parent goes on, and a second clone of
+		 * this thread through the buffer before the child has left would
+		 * overwrite its frame (as with CLONE_VM without a stack, below). */
+		bool new_thread = (flags & (CLONE_VM | CLONE_VFORK)) == CLONE_VM;
+		if (stack_holds(uc, stack, stack_size)) {
+			child_uc = frame_copy(uc, stack - 256, stack, new_thread);
+		} else {
+			child_uc = frame_copy(uc, (uintptr_t)t->frame + sizeof(t->frame), stack, new_thread);
+			/* The fault its push will take goes to the runtime's
+			 * handler (signals.c, SA_ONSTACK), which the kernel
+			 * would run at the top of the alternate stack the
+			 * frame names: ours, where a vfork's parent waits in
+			 * its trap.  The child gets the program's (none: the
+			 * fault kills it, as natively), as the kernel gives
+			 * a child that is no thread; a thread has none. */
+			if (!new_thread)
+				((ucontext_t *)child_uc)->uc_stack = t->app_ss;
+		}
 	} else if (flags & CLONE_VM) {
 		/* Our stack, shared: the frame goes to a buffer of ours.  The child
 		 * may overwrite the handler's frames, so a vfork parent leaves

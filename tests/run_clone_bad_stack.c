@@ -96,9 +96,18 @@ static void report(const char *what, long pid)
 		printf("%s: wait status %#x\n", what, st);
 }
 
+/* The program's SIGSEGV handler (role procs-handler): the child's fault
+ * ends it with 9, on the program's alternate stack */
+static void segv_exit(int sig)
+{
+	(void)sig;
+	syscall(SYS_exit, 9);
+}
+
 /* Process children (no CLONE_THREAD): each clone's child on a stack of
- * each kind, pushing or not */
-static int role_procs(void)
+ * each kind, pushing or not; handler: with the program's SIGSEGV handler
+ * on an alternate stack of its own, which such a child inherits */
+static int role_procs(bool handler)
 {
 	static const struct {
 		const char *name;
@@ -114,6 +123,13 @@ static int role_procs(void)
 
 	if (!t_native())
 		t_check(t_find_proxy() > 0, "not detached");
+	if (handler) {
+		stack_t ss = { .ss_sp = malloc(65536), .ss_size = 65536 };
+		struct sigaction sa = { .sa_handler = segv_exit, .sa_flags = SA_ONSTACK };
+
+		t_check(ss.ss_sp && sigaltstack(&ss, NULL) == 0, "sigaltstack");
+		t_check(sigaction(SIGSEGV, &sa, NULL) == 0, "sigaction");
+	}
 	for (size_t c = 0; c < sizeof(calls) / sizeof(calls[0]); c++) {
 		for (enum stack_kind k = UNMAPPED; k <= KERNEL; k++) {
 			for (long push = 0; push < 2; push++) {
@@ -195,7 +211,7 @@ static int run_capture(char *self, const char *role, bool native, FILE *out)
 int main(int argc, char **argv)
 {
 	static const char *const roles[] = {
-		"procs", "thread-unmapped-push", "thread-readonly-push", "thread-unmapped", "thread-small",
+		"procs", "procs-handler", "thread-unmapped-push", "thread-readonly-push", "thread-unmapped", "thread-small",
 		"thread-kernel-push",
 	};
 	static char out[2][16384];
@@ -203,7 +219,9 @@ int main(int argc, char **argv)
 
 	if (argc > 1) {
 		if (strcmp(argv[1], "procs") == 0)
-			return role_procs();
+			return role_procs(false);
+		if (strcmp(argv[1], "procs-handler") == 0)
+			return role_procs(true);
 		if (strcmp(argv[1], "thread-unmapped-push") == 0)
 			return role_thread(UNMAPPED, 1);
 		if (strcmp(argv[1], "thread-readonly-push") == 0)

@@ -1,5 +1,5 @@
 /* Description: a detached thread's clone3 and clone with a new stack that
- * cannot be written (unmapped, read-only, outside user space, or too small
+ * cannot be written (unmapped, read-only, outside user space, or with no writable room
  * for the trap path's frame copy below its top) behave as natively: the
  * kernel makes the child, which dies of SIGSEGV at its first push (a
  * process child alone: the parent gets its pid and goes on; a thread

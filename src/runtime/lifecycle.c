@@ -95,11 +95,15 @@ static void *frame_copy(ucontext_t *uc, uintptr_t hi, uintptr_t sp, bool new_thr
  * gives none, a clone's), holds what the trap path puts below the top
  * before the child runs: 256 bytes left alone, the frame copy
  * (frame_copy: two 64-byte alignments), the word below it (do_clone) and
- * the child's placement stack.  All of it inside the stack's size, every
- * page of it writable: one 8-byte word per page read and written back as
- * it was (the uaccess probe: a bad page gives -EFAULT, no fault in the
- * handler).  Natively the kernel writes nothing there: an unmapped or
- * read-only stack is the child's first push's fault, in the child. */
+ * the child's placement stack.  Every page of it writable: one 8-byte
+ * word per page read and written back as it was (the uaccess probe: a bad
+ * page gives -EFAULT, no fault in the handler).  Natively the kernel
+ * writes nothing there: an unmapped or read-only stack is the child's
+ * first push's fault, in the child.  A clone3's size is not asked: a
+ * smaller stack with writable memory below it keeps the copy on it, as
+ * before this check, because the fallback (do_clone: the thread's
+ * buffer) has a window for a thread child that a stack of its own has
+ * not. */
 static bool stack_holds(const ucontext_t *uc, uintptr_t top, size_t size)
 {
 	size_t n = 256 + frame_fpsize(uc) + 64 + KERNEL_UCONTEXT_SIZE + 64 + 8 + CHILD_PLACEMENT_STACK;
@@ -107,7 +111,7 @@ static bool stack_holds(const ucontext_t *uc, uintptr_t top, size_t size)
 	uint64_t w;
 
 	/* top < size: a top that wraps (the kernel says EINVAL: access_ok) */
-	if (top < n || (size && (size < n || top < size)))
+	if (top < n || (size && top < size))
 		return false;
 	lo = top - n;
 	for (uintptr_t p = top - 8;; p -= 4096) {
@@ -278,7 +282,7 @@ long do_clone(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	if (stack) {
 		/* A stack of its own: the frame goes just below its top, memory the
 		 * child has not used yet, if the stack holds it.  If not
-		 * (unmapped, read-only, too small, outside user space) nothing
+		 * (unmapped, read-only, no writable room below it, outside user space) nothing
 		 * is written there: the frame goes to our buffer, and the child,
 		 * rsp at the top it was given, leaves through it into the
 		 * program, whose first push faults in the child as natively (or

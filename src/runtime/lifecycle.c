@@ -87,26 +87,22 @@ static void *frame_copy(ucontext_t *uc, uintptr_t hi, uintptr_t sp, bool new_thr
 	return c;
 }
 
-/* The stack dt_child_placement runs on below a child's frame copy
- * (stubs.S, sys_clone_resume) */
-#define CHILD_PLACEMENT_STACK 4096
-
 /* Whether a child's own stack, top its top and size its size (0: the call
- * gives none, a clone's), holds what the trap path puts below the top
+ * gives none, a clone's), holds what the trap path writes below the top
  * before the child runs: 256 bytes left alone, the frame copy
- * (frame_copy: two 64-byte alignments), the word below it (do_clone) and
- * the child's placement stack.  Every page of it writable: one 8-byte
- * word per page read and written back as it was (the uaccess probe: a bad
- * page gives -EFAULT, no fault in the handler).  Natively the kernel
- * writes nothing there: an unmapped or read-only stack is the child's
- * first push's fault, in the child.  A clone3's size is not asked: a
- * smaller stack with writable memory below it keeps the copy on it, as
- * before this check, because the fallback (do_clone: the thread's
+ * (frame_copy: two 64-byte alignments) and the word below it (do_clone).
+ * Every page of it writable: one 8-byte word per page read and written
+ * back as it was (the uaccess probe: a bad page gives -EFAULT, no fault in
+ * the handler).  Natively the kernel writes nothing there: an unmapped or
+ * read-only stack is the child's first push's fault, in the child.
+ * Neither a clone3's size nor the child's placement stack below the copy
+ * (stubs.S, sys_clone_resume) is asked: a stack that held the copy before
+ * this check keeps it, because the fallback (do_clone: the thread's
  * buffer) has a window for a thread child that a stack of its own has
- * not. */
+ * not.  The placement's own depth below the copy is as before. */
 static bool stack_holds(const ucontext_t *uc, uintptr_t top, size_t size)
 {
-	size_t n = 256 + frame_fpsize(uc) + 64 + KERNEL_UCONTEXT_SIZE + 64 + 8 + CHILD_PLACEMENT_STACK;
+	size_t n = 256 + frame_fpsize(uc) + 64 + KERNEL_UCONTEXT_SIZE + 64 + 8;
 	uintptr_t lo;
 	uint64_t w;
 

@@ -3,8 +3,9 @@
  * site (`pop %rdi; mov $58,%eax; syscall; push %rdi`) is patched at its
  * first trap, and of 2 LOOPS vfork+_exit and LOOPS vfork+execve in the
  * default mode the kernel delivers SIGSYS for that first one only
- * (strace, si_syscall=__NR_vfork; without the timer below, whose
- * signals under ptrace stall the run, on main too), and the statistics
+ * (strace, si_syscall=__NR_vfork; without the timer below: under
+ * ptrace each of its signals is a stop, and without --seccomp-bpf its
+ * ticks take all the time the program has, natively too), and the statistics
  * count fewer than 100 traps in all while an ITIMER_REAL of 100 us
  * interrupts the loop with a handler (which makes a call itself).  Every
  * child runs off the detached CPU before any code of the program (the
@@ -346,8 +347,9 @@ int main(int argc, char **argv)
 	}
 
 	/* and under strace, for the kernel's count of SIGSYS: without the
-	 * timer, since a 100 us timer's signals under ptrace (each a stop of
-	 * the tracee) stall the run or end it with SIGSEGV, on main too */
+	 * timer, whose signals under ptrace are each a stop of the tracee
+	 * and make the run long (with --seccomp-bpf its interrupts of the
+	 * proxy once piled up there until a SIGSEGV: run_interrupt_resent) */
 	snprintf(trace, sizeof(trace), "/tmp/detach-test-%d-gate.strace", getpid());
 	snprintf(cmd, sizeof(cmd),
 		 "T_NO_TIMER=1 strace -f --seccomp-bpf -qq -e trace=none -e signal=SIGSYS -o %s %s run -c 1 "

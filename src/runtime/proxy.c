@@ -318,11 +318,24 @@ static long wait_reply(struct dt_thread *t, uint64_t seq, uint64_t *off)
 			if (observe(&t->mb.done_seq) != seq)
 				send_interrupt(t, INTR_CANCEL);
 		}
+		/* One interrupt in flight at a time: a handler's wish waits
+		 * (its mark stays) until the proxy has taken the one before.
+		 * Our SIGSYS is SA_NODEFER, so each interrupt sent after the
+		 * proxy's kernel took the one before and before the handler it
+		 * set up ran is delivered on top of it, at its first
+		 * instruction; a handler here for every tick of a 100 us
+		 * timer, while each delivery to the proxy waited for a tracer
+		 * (`strace -f --seccomp-bpf`: a signal-delivery stop each),
+		 * nested 83 frames of SIGSYS there without one handler run,
+		 * until the proxy's stack ran out (SIGSEGV, SI_KERNEL).  The
+		 * proxy's handler takes the wish as it finds it and
+		 * acknowledges last, so the next wish, written after the
+		 * acknowledgment, is the next interrupt's. */
 		if (t->intr_first) {
-			if (t->mb.nr >= 0 && observe(&t->mb.done_seq) != seq)
-				interrupt_proxy(t);
-			else
+			if (t->mb.nr < 0 || observe(&t->mb.done_seq) == seq)
 				t->intr_first = 0;
+			else if (t->mb.intr_ack == t->mb.intr_sent)
+				interrupt_proxy(t);
 		}
 		cpu_relax();
 		/* a gap: the thread did not run (dt_cfg.off_cpu_cycles) */

@@ -17,7 +17,7 @@
  * (tty_signals_follow), and takes them to its detached thread where the
  * program has a handler for them (proxy_tty_signal_taken).
  * A signal handled by the detached thread while it waits interrupts the
- * proxy's call with the handler's SA_RESTART semantics (interrupt_proxy).
+ * proxy's call with the handler's SA_RESTART semantics (interrupt_wished).
  */
 #include "runtime/proxy.h"
 #include "runtime/config.h"
@@ -135,14 +135,26 @@ static void signal_proxy(struct dt_thread *t)
 	sys_call4(SYS_rt_tgsigqueueinfo, dt_cfg.pid, t->proxy_tid, SIGSYS, &si);
 }
 
-static void send_interrupt(struct dt_thread *t, uint8_t want)
+/* The wish, stronger only (above) */
+static void interrupt_wish(struct dt_thread *t, uint8_t want)
 {
 	if (t->mb.intr == INTR_NONE || want < t->mb.intr)
 		t->mb.intr = want;
+}
+
+/* Sends the wish as it stands (interrupt_wish) */
+static void interrupt_send(struct dt_thread *t)
+{
 	t->mb.intr_sent++;
-	/* a system call: orders the two stores above before the proxy's
-	 * handler reads them */
+	/* a system call: orders the stores of the wish and of intr_sent
+	 * before the proxy's handler reads them */
 	signal_proxy(t);
+}
+
+static void send_interrupt(struct dt_thread *t, uint8_t want)
+{
+	interrupt_wish(t, want);
+	interrupt_send(t);
 }
 
 /* An interrupt not acknowledged after this long is sent again (ack_late). */
@@ -178,7 +190,7 @@ static void ack_late(struct dt_thread *t, uint64_t now, uint64_t *since)
  * own action decides by the new flags).  Taken with an exchange, one
  * instruction: a handler that returns into the wait between a read and a
  * clear would be lost. */
-static void interrupt_proxy(struct dt_thread *t)
+static bool interrupt_wished(struct dt_thread *t)
 {
 	int signo = (int)__atomic_exchange_n(&t->intr_first, 0, __ATOMIC_RELAXED);
 	struct ksigaction ka = { 0 };
@@ -187,9 +199,10 @@ static void interrupt_proxy(struct dt_thread *t)
 	 * consumed it (a timed wait of its own, clock.c) and left none (its
 	 * frame carries no signal number, signals.c): no wish */
 	if (!signo)
-		return;
+		return false;
 	sys_call4(SYS_rt_sigaction, signo, NULL, &ka, 8);
-	send_interrupt(t, ka.flags & SA_RESTART ? INTR_RESTART : INTR_EINTR);
+	interrupt_wish(t, ka.flags & SA_RESTART ? INTR_RESTART : INTR_EINTR);
+	return true;
 }
 
 /* The detached thread's wait for its proxy.  Its own section: the rip of a
@@ -291,6 +304,8 @@ __attribute__((noinline, section("detach_wait")))
 static long wait_reply(struct dt_thread *t, uint64_t seq, uint64_t *off)
 {
 	uint64_t c = rdtsc(), prev, late = 0;
+	/* a handler's wish is in mb.intr, its interrupt not sent yet */
+	bool owed = false;
 	/* a masked wait's (waits.c): any handler since its mask cancels it */
 	uint64_t masked = masked_wait_since(t, t->mb.nr);
 	/* dt_self's address, once: the loop reads it with one load (volatile:
@@ -329,13 +344,21 @@ static long wait_reply(struct dt_thread *t, uint64_t seq, uint64_t *off)
 		 * nested 83 frames of SIGSYS there without one handler run,
 		 * until the proxy's stack ran out (SIGSEGV, SI_KERNEL).  The
 		 * proxy's handler takes the wish as it finds it and
-		 * acknowledges last, so the next wish, written after the
-		 * acknowledgment, is the next interrupt's. */
+		 * acknowledges last.  So the mark is taken into the wish at
+		 * every look (a later handler's stronger wish, EINTR after
+		 * RESTART, is not lost: the mark is set only while it is 0)
+		 * and only the interrupt waits: one wish taken after the
+		 * proxy's handler read it is the next interrupt's. */
 		if (t->intr_first) {
 			if (t->mb.nr < 0 || observe(&t->mb.done_seq) == seq)
 				t->intr_first = 0;
-			else if (t->mb.intr_ack == t->mb.intr_sent)
-				interrupt_proxy(t);
+			else
+				owed |= interrupt_wished(t);
+		}
+		if (owed && t->mb.intr_ack == t->mb.intr_sent) {
+			owed = false;
+			if (observe(&t->mb.done_seq) != seq)
+				interrupt_send(t);
 		}
 		cpu_relax();
 		/* a gap: the thread did not run (dt_cfg.off_cpu_cycles) */

@@ -23,7 +23,7 @@
  * proxy sleeps in the kernel until a descriptor is ready or the bound ends,
  * and its answer is the program's: the ready descriptors as soon as the
  * kernel wakes the proxy, else 0, EINTR when a handler of the program's
- * interrupts it (proxy.c, interrupt_proxy; poll and the epoll waits are
+ * interrupts it (proxy.c, interrupt_wished; poll and the epoll waits are
  * never restarted, natively as here, and poll(0) ends with EINTR as well
  * when a signal is pending as it looks).  The call took longer; what it
  * returns was true during it.  Natively the thread would have polled again

@@ -278,11 +278,12 @@ long do_clone(struct dt_thread *t, long nr, long *a, ucontext_t *uc)
 	if (stack) {
 		/* A stack of its own: the frame goes just below its top, memory the
 		 * child has not used yet, if the stack holds it.  If not
-		 * (unmapped, read-only, no writable room below it, outside user space) nothing
-		 * is written there: the frame goes to our buffer, and the child,
-		 * rsp at the top it was given, leaves through it into the
-		 * program, whose first push faults in the child as natively (or
-		 * the kernel refuses the call).  The buffer is the child's until
+		 * (unmapped, read-only, no writable room below its top, outside
+		 * user space) nothing is written there: the frame goes to our
+		 * buffer, and the child, rsp at the top it was given, leaves
+		 * through it into the program, whose first push faults in the
+		 * child as natively (or the kernel refuses the call).  The
+		 * buffer is the child's until
 		 * its rt_sigreturn: a copy of it without CLONE_VM, a vfork's
 		 * parent waits; a thread's parent goes on, and a second clone of
 		 * this thread through the buffer before the child has left would

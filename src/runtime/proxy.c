@@ -333,8 +333,8 @@ static long wait_reply(struct dt_thread *t, uint64_t seq, uint64_t *off)
 			if (observe(&t->mb.done_seq) != seq)
 				send_interrupt(t, INTR_CANCEL);
 		}
-		/* One interrupt in flight at a time: a handler's wish waits
-		 * (its mark stays) until the proxy has taken the one before.
+		/* One interrupt in flight at a time: a handler's interrupt
+		 * waits until the proxy has taken the one before.
 		 * Our SIGSYS is SA_NODEFER, so each interrupt sent after the
 		 * proxy's kernel took the one before and before the handler it
 		 * set up ran is delivered on top of it, at its first

@@ -641,11 +641,11 @@ static inline void t_reap_registry(void)
 }
 
 /* Runs this test's program again as `self ROLE` (T_ROLE=ROLE in its
- * environment), natively or under `detach run` (T_DETACHED=1), killed
- * after limit_s: its exit status, or 128 + the signal that ended it; -1: no
- * /proc/self/exe; -2: it hung (its threads printed, its registry file
- * reaped). */
-static inline int t_run_role(const char *role, bool detached, int limit_s)
+ * environment), natively or under `detach run` (T_DETACHED=1), its stdout
+ * into out (NULL: ours), killed after limit_s: its exit status, or 128 +
+ * the signal that ended it; -1: no /proc/self/exe; -2: it hung (its
+ * threads printed, its registry file reaped). */
+static inline int t_run_role_to(const char *role, bool detached, int limit_s, FILE *out)
 {
 	char self[4096], *args[64];
 	int st = 0;
@@ -657,6 +657,8 @@ static inline int t_run_role(const char *role, bool detached, int limit_s)
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid == 0) {
+		if (out)
+			dup2(fileno(out), 1);
 		setenv("T_ROLE", role, 1);
 		if (detached) {
 			setenv("T_DETACHED", "1", 1);
@@ -678,6 +680,12 @@ static inline int t_run_role(const char *role, bool detached, int limit_s)
 		return -2;
 	}
 	return t_exit_code(st);
+}
+
+/* t_run_role_to with our stdout */
+static inline int t_run_role(const char *role, bool detached, int limit_s)
+{
+	return t_run_role_to(role, detached, limit_s, NULL);
 }
 
 /* t_run_role natively, which must end with native_want, then detached,

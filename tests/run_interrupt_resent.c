@@ -17,11 +17,6 @@
  * the one before had been taken or not, had the proxy's kernel deliver
  * each on top of the last before its handler ran one instruction, until
  * the proxy's stack ran out (SIGSEGV, exit 139, after some 80 frames).
- * While those interrupts wait for each other, a handler's stronger wish is
- * not lost: after 150 stops the tracer sends the program a SIGUSR1, whose
- * handler has no SA_RESTART, and the read must end with EINTR as natively
- * (a runtime that kept the first handler's mark, SA_RESTART, until its
- * interrupt could go had restarted the read).
  * Both modes.
  * Timeout: 60 */
 #include "helpers/t_detach.h"
@@ -48,8 +43,7 @@ static void on_tick(int s)
 }
 
 /* The program: says its pid and its proxy's tid, reads "g" (the tracer is
- * in place), then reads the next byte with a SIGALRM 50 ms into the read
- * (nested: says "eintr" when a SIGUSR1 ends the read, and reads again). */
+ * in place), then reads the next byte with a SIGALRM 50 ms into the read. */
 static int workload(void)
 {
 	bool nested = getenv("T_NESTED") != NULL;
@@ -62,15 +56,9 @@ static int workload(void)
 
 	if (r)
 		return r;
-	struct sigaction usr = { .sa_handler = on_alarm };       /* no SA_RESTART */
-	ssize_t n;
-
 	sigaction(SIGALRM, &sa, NULL);
-	sigaction(SIGUSR1, &usr, NULL);
 	setitimer(ITIMER_REAL, &it, NULL);
-	while ((n = read(0, &c, 1)) < 0 && errno == EINTR)
-		printf("eintr\n");
-	if (n != 1 || c != 'x')
+	if (read(0, &c, 1) != 1 || c != 'x')
 		return 43;
 	printf("done\n");
 	return 0;
@@ -89,7 +77,7 @@ static long ms_since(const struct timespec *t0)
  * start (a failed check or a skip is recorded). */
 static bool one_run(char *self, bool nested)
 {
-	char *args[64], stats[128], line[256] = "", first[256] = "";
+	char *args[64], stats[128], line[256] = "";
 	int in[2], out[2], st, sigsys = 0, dropped = 0, rc = -1;
 	bool written = false, ended = false;
 	long dropped_at = 0;
@@ -141,8 +129,6 @@ static bool one_run(char *self, bool nested)
 					first_rsp = low_rsp = regs.rsp;
 				else if (regs.rsp < low_rsp)
 					low_rsp = regs.rsp;
-				if (sigsys == 150)
-					kill(pid, SIGUSR1);
 				if (sigsys == 300 && !written)
 					written = write(in[1], "x", 1) == 1;
 			} else if (!nested && sig == SIGSYS && ++sigsys == 1) {
@@ -167,9 +153,7 @@ static bool one_run(char *self, bool nested)
 		t_print_threads(pid);
 		kill(pid, SIGKILL);
 	}
-	if (nested && fgets(first, sizeof(first), f) && strcmp(first, "eintr\n"))
-		snprintf(line, sizeof(line), "%s", first);      /* no "eintr" first */
-	else if (!fgets(line, sizeof(line), f))
+	if (!fgets(line, sizeof(line), f))
 		line[0] = '\0';
 	close(in[1]);
 	waitpid(p, &st, 0);
@@ -181,8 +165,6 @@ static bool one_run(char *self, bool nested)
 		t_check(sigsys >= 300, "only %d SIGSYS of the proxy under the 100 us SIGALRM", sigsys);
 		t_check(first_rsp - low_rsp < 65536, "interrupts piled up on the proxy: its rsp went %llu bytes down",
 			first_rsp - low_rsp);
-		t_check(!strcmp(first, "eintr\n"), "the SIGUSR1 (no SA_RESTART) amid the SIGALRMs did not end the "
-			"read with EINTR: the program said '%.*s' first", (int)strcspn(first, "\n"), first);
 		t_check(rc == 0 && !strcmp(line, "done\n"), "the program did not end as natively (exit %d)", rc);
 		unlink(stats);
 		return true;
